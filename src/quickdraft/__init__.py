@@ -1,0 +1,13 @@
+"""quickdraft: exact draft-and-verify generation (predicted outputs, prompt lookup, ...)."""
+
+from .api import Chunk, Generator, Result, Stream, load
+from .core import Draft, Stats, Step, Verdict
+from .drafters.ngram import LookupConfig, PromptLookupDrafter
+from .drafters.prediction import PredictionConfig, PredictionDrafter
+from .errors import QuickdraftError
+
+__all__ = [
+    "Chunk", "Draft", "Generator", "LookupConfig", "PredictionConfig", "PredictionDrafter",
+    "PromptLookupDrafter", "QuickdraftError", "Result", "Stats", "Step", "Stream", "Verdict", "load",
+]
+__version__ = "0.1.0"

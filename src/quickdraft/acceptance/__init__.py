@@ -1,0 +1,3 @@
+from .greedy import verify_greedy
+
+__all__ = ["verify_greedy"]

@@ -1,0 +1,166 @@
+"""Predicted Outputs: draft from text the caller expects the output to be.
+
+The prediction is tokenised once. The drafter keeps an *anchor*: the index in the prediction of
+the token it expects the output to produce next, and drafts prediction[anchor : anchor + k].
+
+While the output follows the prediction the anchor moves with it. When the output departs from it
+(the target rejected a draft token, or produced a token the prediction does not have next), the
+anchor is lost and the drafter looks for its place again after every step:
+
+Realignment. Let `out` be the output so far and `hint` the index the output would be at if the
+edit was a replacement of equal length (anchor at the miss + tokens emitted since). A candidate is
+an index j such that the last L output tokens equal prediction[j-L : j] (the output has just
+"re-entered" the prediction, and prediction[j] comes next). Candidates come from two indexes:
+  * far: every j whose preceding `strong_ngram` tokens equal the output's last `strong_ngram`
+    tokens (jumps over deletions and insertions of any size), nearest to hint first;
+  * near: every j within `window` of hint whose preceding token equals the output's last token
+    (a short insertion, deletion or replacement close to where we lost our place).
+Each candidate's L is the length of the backward match (capped at `max_match`). The winner has the
+largest L, then the smallest |j - hint|, then lies at or after hint. It must have L >= the policy's
+`recovery_threshold`, or the drafter stays quiet (the target decodes plainly) and tries again next
+step.
+
+Worked example (tokens as letters): prediction "abcdefgh", output so far "abcX" (X replaced d).
+hint = 4 (e). No candidate ends with X, so the next step is plain and yields e; now "e" precedes
+j = 5 (f) with L = 1 near hint, so with recovery_threshold 1 the drafter re-anchors at 5 and
+drafts "fgh".
+
+Policies:
+  * "openai": what OpenAI's hosted service was measured to do (see docs/predicted-outputs.md):
+    a fixed draft of at most 16 tokens per pass, and after the output departs from the prediction
+    no drafting until the last 32 output tokens match 32 consecutive prediction tokens.
+  * "default": re-anchors as soon as one token of agreement is seen near the hint (or 4 far
+    away), and sizes each draft by the current run of agreement: a draft as long as the number of
+    consecutive output tokens matching the prediction at the anchor, between min_draft and
+    max_draft. A fresh prediction starts with `initial_draft`. A run that keeps being right doubles
+    the draft every pass; a miss cuts it back to the (short) evidence of the new anchor.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+from ..core import EMPTY_DRAFT, Draft, Verdict
+from ..errors import QuickdraftError
+
+Policy = Literal["default", "openai"]
+
+
+@dataclass(frozen=True)
+class PredictionConfig:
+    policy: Policy = "default"
+    initial_draft: int = 16  # draft length before any output exists
+    min_draft: int = 2
+    max_draft: int = 64
+    recovery_threshold: int = 1  # tokens of agreement needed to re-anchor after a departure
+    strong_ngram: int = 4  # n-gram length of the far (any distance) candidate index
+    window: int = 64  # how far from hint a one-token match may re-anchor
+    max_match: int = 64  # cap on backward match length when scoring candidates
+
+    def __post_init__(self) -> None:
+        if self.policy not in ("default", "openai"):
+            raise QuickdraftError(f"prediction policy must be 'default' or 'openai'; got {self.policy!r}")
+        if not 1 <= self.min_draft <= self.max_draft:
+            raise QuickdraftError(f"draft lengths must satisfy 1 <= min_draft <= max_draft; got {self.min_draft}, {self.max_draft}")
+        if self.recovery_threshold < 1 or self.strong_ngram < 1 or self.window < 0:
+            raise QuickdraftError("recovery_threshold and strong_ngram must be >= 1, window >= 0")
+
+    @classmethod
+    def for_policy(cls, policy: Policy) -> "PredictionConfig":
+        if policy == "openai":
+            return cls(policy="openai", initial_draft=16, min_draft=16, max_draft=16, recovery_threshold=32, max_match=32)
+        return cls(policy=policy)
+
+
+class PredictionDrafter:
+    def __init__(self, prediction: Sequence[int], config: PredictionConfig = PredictionConfig()):
+        self.prediction = list(prediction)
+        self.config = config
+        G = config.strong_ngram
+        self._near: dict[int, list[int]] = {}  # token -> sorted j with prediction[j-1] == token
+        self._far: dict[tuple[int, ...], list[int]] = {}  # G-gram -> sorted j with prediction[j-G:j] == gram
+        for j in range(1, len(self.prediction) + 1):
+            self._near.setdefault(self.prediction[j - 1], []).append(j)
+            if j >= G:
+                self._far.setdefault(tuple(self.prediction[j - G : j]), []).append(j)
+        self.begin(())
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.prompt_len = len(prompt)
+        self.anchor: int | None = 0 if self.prediction else None
+        self.run = self.config.initial_draft  # current run of agreement (the start is trusted)
+        self.hint = 0
+        self.realignments = 0  # times the anchor was found again after a departure
+
+    # -- proposing ---------------------------------------------------------------------------
+    def draft_length(self) -> int:
+        c = self.config
+        return max(c.min_draft, min(c.max_draft, self.run))
+
+    def propose(self, context: Sequence[int], budget: int) -> Draft:
+        if self.anchor is None or budget <= 0:
+            return EMPTY_DRAFT
+        k = min(budget, self.draft_length())
+        tokens = tuple(self.prediction[self.anchor : self.anchor + k])
+        return Draft(tokens=tokens, source="prediction") if tokens else EMPTY_DRAFT
+
+    # -- following the output ----------------------------------------------------------------
+    def observe(self, context: Sequence[int], verdict: Verdict) -> None:
+        new = verdict.tokens
+        P = self.prediction
+        if self.anchor is not None:
+            i = 0
+            while i < len(new) and self.anchor + i < len(P) and P[self.anchor + i] == new[i]:
+                i += 1
+            if i == len(new):  # still on the prediction
+                self.anchor += i
+                self.run += i
+                self.hint = self.anchor
+                if self.anchor < len(P):
+                    return
+                self.anchor = None  # prediction used up; the output may still re-enter it
+            else:  # departed at new[i]: assume a same-length replacement until shown otherwise
+                self.hint = self.anchor + len(new)
+                self.anchor = None
+        else:
+            self.hint += len(new)
+        self._realign(context[self.prompt_len :])
+
+    def _candidates(self, out: Sequence[int]) -> set[int]:
+        c = self.config
+        found: set[int] = set()
+        if len(out) >= c.strong_ngram:
+            far = self._far.get(tuple(out[-c.strong_ngram :]), [])
+            mid = bisect.bisect_left(far, self.hint)
+            found.update(far[max(0, mid - 16) : mid + 16])  # nearest to hint first
+        if out:
+            near = self._near.get(out[-1], [])
+            lo = bisect.bisect_left(near, self.hint - c.window)
+            hi = bisect.bisect_right(near, self.hint + c.window)
+            found.update(near[lo:hi])
+        return found
+
+    def _match_length(self, out: Sequence[int], j: int) -> int:
+        """Length L of the longest suffix of out equal to prediction[j-L : j], capped."""
+        P, cap = self.prediction, max(self.config.max_match, self.config.recovery_threshold)
+        L = 0
+        while L < cap and L < len(out) and L < j and P[j - 1 - L] == out[-1 - L]:
+            L += 1
+        return L
+
+    def _realign(self, out: Sequence[int]) -> None:
+        best_key, best_j, best_L = None, None, 0
+        for j in self._candidates(out):
+            if j >= len(self.prediction):
+                continue  # nothing left to draft after j
+            L = self._match_length(out, j)
+            if L < self.config.recovery_threshold:
+                continue
+            key = (L, -abs(j - self.hint), j >= self.hint, -j)
+            if best_key is None or key > best_key:
+                best_key, best_j, best_L = key, j, L
+        if best_j is not None:
+            self.anchor, self.hint, self.run = best_j, best_j, best_L
+            self.realignments += 1

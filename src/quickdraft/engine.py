@@ -1,0 +1,124 @@
+"""The draft-and-verify loop for one sequence. Token ids in, steps out: no tokenizer, no I/O.
+
+    prefill(prompt[:-1])
+    while not done:
+        draft   = drafter.propose(context, budget)
+        logits  = runner.forward([context[-1], *draft])     # one target pass
+        verdict = verify(draft, logits)                      # accepted prefix + bonus token
+        runner.rollback(len(context) + verdict.accepted)     # cache keeps the accepted tokens
+        context += verdict.tokens; drafter.observe(context, verdict)
+        yield the step's tokens, cut where a stopping rule fires
+
+Stopping is checked token by token in output order, exactly as plain decoding would meet the same
+tokens, so a drafted block never runs past an EOS, a stop string or a limit that plain decoding
+would have stopped at.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+from .acceptance import verify_greedy
+from .core import EMPTY_DRAFT, Stats, Step
+from .drafters.base import Drafter, NoDrafter
+from .errors import QuickdraftError
+from .runners.base import Runner
+
+# Given the output so far and how many of its tokens are new this step, return how many output
+# tokens to keep if a stop sequence was completed by one of the new tokens, else None.
+StopCheck = Callable[[Sequence[int], int], "int | None"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_new_tokens: int
+    eos_token_ids: frozenset[int] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens <= 0:
+            raise QuickdraftError(f"max_new_tokens must be a positive integer; got {self.max_new_tokens!r}")
+
+
+def check_prompt(prompt: Sequence[int], runner: Runner) -> None:
+    if len(prompt) == 0:
+        raise QuickdraftError("the prompt is empty: give at least one token of input")
+    if len(prompt) >= runner.max_context:
+        raise QuickdraftError(
+            f"the prompt has {len(prompt)} tokens but the model's context holds {runner.max_context}; "
+            "shorten the prompt so that at least one new token fits"
+        )
+
+
+def generate(
+    runner: Runner,
+    prompt: Sequence[int],
+    limits: Limits,
+    drafter: Drafter | None = None,
+    stop_check: StopCheck | None = None,
+    stats: Stats | None = None,
+) -> Iterator[Step]:
+    """Yield one Step per target pass until a stopping rule fires; fills `stats` as it goes."""
+    check_prompt(prompt, runner)
+    drafter = drafter or NoDrafter()
+    stats = stats if stats is not None else Stats()
+    stats.prompt_tokens = len(prompt)
+
+    t0 = time.perf_counter()
+    runner.reset()
+    runner.prefill(prompt[:-1])
+    drafter.begin(prompt)
+    stats.prefill_s = time.perf_counter() - t0
+
+    context = list(prompt)
+    out: list[int] = []
+    while True:
+        t_step = time.perf_counter()
+        # A pass emits at most len(draft) + 1 tokens: never draft past the limits.
+        budget = min(limits.max_new_tokens - len(out), runner.max_context - len(context)) - 1
+        draft = drafter.propose(context, budget) if budget > 0 else EMPTY_DRAFT
+        t_drafted = time.perf_counter()
+        logits = runner.forward([context[-1], *draft.tokens])  # [len(draft) + 1, vocab_size]
+        verdict = verify_greedy(draft, logits)
+        runner.rollback(len(context) + verdict.accepted)
+        context.extend(verdict.tokens)
+        drafter.observe(context, verdict)
+
+        tokens, finish = [], None
+        for t in verdict.tokens:
+            if t in limits.eos_token_ids:
+                finish = "stop"
+                break
+            tokens.append(t)
+            n_out = len(out) + len(tokens)
+            if n_out >= limits.max_new_tokens or len(prompt) + n_out >= runner.max_context:
+                finish = "length"
+                break
+        out.extend(tokens)
+        if stop_check is not None and tokens:
+            keep = stop_check(out, len(tokens))
+            if keep is not None:
+                del tokens[len(tokens) - (len(out) - keep) :]
+                del out[keep:]
+                finish = "stop"
+
+        from_draft = tuple(i < verdict.accepted for i in range(len(tokens)))
+        _account(stats, verdict.draft.source, len(draft), sum(from_draft), len(tokens))
+        stats.drafter_s += t_drafted - t_step
+        stats.decode_s += time.perf_counter() - t_step
+        yield Step(tokens=tuple(tokens), from_draft=from_draft, verdict=verdict, finish_reason=finish)
+        if finish:
+            return
+
+
+def _account(stats: Stats, source: str, drafted: int, accepted: int, emitted: int) -> None:
+    stats.target_passes += 1
+    stats.completion_tokens += emitted
+    stats.draft_tokens += drafted
+    stats.accepted_prediction_tokens += accepted
+    stats.rejected_prediction_tokens += drafted - accepted
+    if drafted:
+        per = stats.by_source.setdefault(source or "draft", [0, 0])
+        per[0] += accepted
+        per[1] += drafted - accepted

@@ -1,0 +1,4 @@
+from .base import Runner
+from .scripted import ScriptedRunner
+
+__all__ = ["Runner", "ScriptedRunner"]

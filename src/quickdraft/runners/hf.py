@@ -1,0 +1,64 @@
+"""Runner for any Hugging Face transformers causal LM whose KV cache can be cut back.
+
+Uses transformers' DynamicCache: `crop` removes the rejected tail; sliding-window layers record
+their past so that they too can be cut back (transformers refuses to crop them otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from ..errors import UnsupportedModelError
+
+PREFILL_CHUNK = 1024  # tokens per prefill pass: bounds attention memory on long prompts
+
+
+class HFRunner:
+    def __init__(self, model: PreTrainedModel, max_context: int | None = None):
+        self.model = model.eval()
+        config = model.config.get_text_config(decoder=True)
+        self.vocab_size: int = model.get_output_embeddings().weight.shape[0]
+        self.max_context: int = max_context or getattr(config, "max_position_embeddings", None) or 2048
+        self.cache = self._new_cache()  # refuses models it cannot roll back, before any work
+
+    def _new_cache(self) -> DynamicCache:
+        cache = DynamicCache(config=self.model.config)
+        if not cache.is_croppable:
+            kinds = sorted({type(layer).__name__ for layer in cache.layers if not layer.is_croppable})
+            raise UnsupportedModelError(
+                f"{type(self.model).__name__} keeps state that cannot be rolled back ({', '.join(kinds)}); "
+                "draft-and-verify needs a KV cache that can be cut back to the accepted length"
+            )
+        for layer in cache.layers:
+            if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording"):
+                layer.activate_past_recording()
+        return cache
+
+    @property
+    def length(self) -> int:
+        return self.cache.get_seq_length()
+
+    def reset(self) -> None:
+        self.cache = self._new_cache()
+
+    @torch.inference_mode()
+    def prefill(self, tokens: Sequence[int]) -> None:
+        for start in range(0, len(tokens), PREFILL_CHUNK):
+            chunk = torch.tensor([list(tokens[start : start + PREFILL_CHUNK])], dtype=torch.long)
+            self.model(input_ids=chunk, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+
+    @torch.inference_mode()
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        ids = torch.tensor([list(tokens)], dtype=torch.long)  # [1, n]
+        out = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True)
+        return out.logits[0].float()  # [n, vocab_size]
+
+    def rollback(self, length: int) -> None:
+        excess = self.length - length
+        if excess < 0:
+            raise ValueError(f"cannot roll back to {length} tokens: the cache holds only {self.length}")
+        if excess:
+            self.cache.crop(-excess)

@@ -1,0 +1,52 @@
+"""A scripted target: its greedy output is a fixed token sequence, whatever the context says.
+
+Used by the accounting tests and the Predicted Outputs study, where what matters is which draft
+tokens the target agrees with, not what a real model would write. The logits at the position of
+output token i put all their mass on script[i]; past the end of the script they choose `eos`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+
+class ScriptedRunner:
+    def __init__(self, script: Sequence[int], vocab_size: int, eos: int, max_context: int = 1 << 20):
+        if not all(0 <= t < vocab_size for t in script) or not 0 <= eos < vocab_size:
+            raise ValueError("script tokens and eos must lie in [0, vocab_size)")
+        self.script = list(script)
+        self.vocab_size = vocab_size
+        self.eos = eos
+        self.max_context = max_context
+        self.prompt_len = 0
+        self._length = 0
+        self.passes = 0  # forward calls, for tests
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def reset(self) -> None:
+        self._length = 0
+        self.passes = 0
+
+    def prefill(self, tokens: Sequence[int]) -> None:
+        self._length += len(tokens)
+        self.prompt_len = self._length + 1  # the engine keeps the last prompt token for forward
+
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        self.passes += 1
+        first = self._length + 1 - self.prompt_len  # output index predicted by the first row
+        logits = torch.zeros(len(tokens), self.vocab_size)  # [n, vocab_size]
+        for row in range(len(tokens)):
+            i = first + row
+            logits[row, self.script[i] if i < len(self.script) else self.eos] = 10.0
+        self._length += len(tokens)
+        return logits
+
+    def rollback(self, length: int) -> None:
+        if length > self._length:
+            raise ValueError(f"cannot roll back to {length} tokens: the cache holds only {self._length}")
+        self._length = length

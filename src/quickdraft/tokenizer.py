@@ -1,0 +1,72 @@
+"""Text <-> token ids for the Generator (the engine itself never sees text)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+from .errors import QuickdraftError
+
+
+class Tokenizer(Protocol):
+    eos_token_ids: frozenset[int]
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    @property
+    def has_chat_template(self) -> bool: ...
+
+    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]: ...
+
+
+class HFTokenizer:
+    """Wraps a transformers tokenizer; EOS ids come from the tokenizer and the generation config."""
+
+    def __init__(self, tokenizer: Any, extra_eos: Sequence[int] = ()):
+        self.tok = tokenizer
+        eos = set(extra_eos)
+        if tokenizer.eos_token_id is not None:
+            eos.add(tokenizer.eos_token_id)
+        self.eos_token_ids = frozenset(eos)
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return list(self.tok.encode(text, add_special_tokens=add_special_tokens))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tok.decode(list(ids), skip_special_tokens=True)
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tok, "chat_template", None))
+
+    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+        if not self.has_chat_template:
+            raise QuickdraftError("this model's tokenizer has no chat template: pass the prompt as a plain string")
+        ids = self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in some versions
+            ids = ids["input_ids"]
+        return list(ids)
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens 0..255, EOS = 256. For scripted models and tests."""
+
+    vocab_size = 257
+    eos = 256
+
+    def __init__(self) -> None:
+        self.eos_token_ids = frozenset({self.eos})
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return bytes(t for t in ids if t < 256).decode("utf-8", errors="replace")
+
+    @property
+    def has_chat_template(self) -> bool:
+        return False
+
+    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+        raise QuickdraftError("the byte tokenizer has no chat template: pass the prompt as a plain string")

@@ -1,0 +1,204 @@
+"""Every drafter and policy gives exactly the token ids of plain greedy decoding.
+
+Ground truth is transformers' own `generate(do_sample=False)` on the same tiny model. Drafts are
+built from that truth: always right, always wrong, partly right (insertions, deletions and
+replacements at the start, middle and end), and random.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from conftest import VOCAB, reference_greedy
+from quickdraft.core import Draft, Stats
+from quickdraft.drafters.base import FirstOf, NoDrafter
+from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
+from quickdraft.engine import Limits, generate
+from quickdraft.runners.hf import HFRunner
+from quickdraft.stopping import StopStrings
+
+N = 48
+
+
+def run(model, prompt, drafter=None, n=N, eos=(), stop_check=None, stats=None):
+    runner = HFRunner(model)
+    steps = list(generate(runner, prompt, Limits(n, frozenset(eos)), drafter, stop_check, stats))
+    return [t for s in steps for t in s.tokens], steps
+
+
+def prompt_of(length: int, seed: int = 0) -> list[int]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, VOCAB, (length,), generator=g).tolist()
+
+
+def edit(seq: list[int], kind: str, where: str, size: int = 3) -> list[int]:
+    """The sequence with `size` tokens inserted, deleted or replaced at its start, middle or end."""
+    at = {"start": 0, "middle": len(seq) // 2, "end": len(seq) - size}[where]
+    junk = [(t + 17) % VOCAB for t in seq[at : at + size]]
+    if kind == "insert":
+        return seq[:at] + junk + seq[at:]
+    if kind == "delete":
+        return seq[:at] + seq[at + size :]
+    return seq[:at] + junk + seq[at + size :]
+
+
+POLICIES = ["default", "openai"]
+
+
+@pytest.mark.parametrize("prompt_len", [1, 7, 3000])
+def test_plain_engine_matches_transformers(tiny, prompt_len):
+    prompt = prompt_of(prompt_len)
+    out, steps = run(tiny, prompt, NoDrafter())
+    assert out == reference_greedy(tiny, prompt, N)
+    assert len(steps) == N
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("prompt_len", [1, 7, 3000])
+def test_prediction_always_right(tiny, policy, prompt_len):
+    prompt = prompt_of(prompt_len)
+    ref = reference_greedy(tiny, prompt, N)
+    stats = Stats()
+    out, steps = run(tiny, prompt, PredictionDrafter(ref, PredictionConfig.for_policy(policy)), stats=stats)
+    assert out == ref
+    assert stats.rejected_prediction_tokens == 0
+    assert len(steps) < N // 4  # the drafts did real work
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_prediction_always_wrong(tiny, policy):
+    prompt = prompt_of(7)
+    ref = reference_greedy(tiny, prompt, N)
+    unused = [t for t in range(VOCAB) if t not in ref]
+    wrong = [unused[i % len(unused)] for i in range(len(ref))]  # no token of it is ever right
+    stats = Stats()
+    out, _ = run(tiny, prompt, PredictionDrafter(wrong, PredictionConfig.for_policy(policy)), stats=stats)
+    assert out == ref
+    assert stats.accepted_prediction_tokens == 0 and stats.rejected_prediction_tokens > 0
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("kind", ["insert", "delete", "replace"])
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_prediction_partly_right(tiny, policy, kind, where):
+    prompt = prompt_of(7, seed=3)
+    ref = reference_greedy(tiny, prompt, N)
+    pred = edit(ref, kind, where)
+    stats = Stats()
+    out, _ = run(tiny, prompt, PredictionDrafter(pred, PredictionConfig.for_policy(policy)), stats=stats)
+    assert out == ref
+    assert stats.accepted_prediction_tokens > 0
+
+
+def test_prediction_longer_and_shorter_than_output(tiny):
+    prompt = prompt_of(5, seed=4)
+    ref = reference_greedy(tiny, prompt, N)
+    for pred in (ref[: N // 2], ref + ref, ref[N // 3 :]):
+        out, _ = run(tiny, prompt, PredictionDrafter(pred))
+        assert out == ref
+
+
+@pytest.mark.parametrize("prompt_len", [1, 40, 3000])
+def test_prompt_lookup(tiny, prompt_len):
+    ref_prompt = prompt_of(prompt_len, seed=5)
+    # Put the true continuation inside the prompt so lookup has something right to find.
+    head = reference_greedy(tiny, ref_prompt, N)
+    prompt = ref_prompt + head[: N // 2] + ref_prompt[-3:] if prompt_len > 1 else ref_prompt
+    ref = reference_greedy(tiny, prompt, N)
+    for config in (LookupConfig(), LookupConfig(max_ngram=2, num_tokens=5), LookupConfig(max_ngram=1, num_tokens=1)):
+        out, _ = run(tiny, prompt, PromptLookupDrafter(config))
+        assert out == ref
+
+
+def test_prediction_then_lookup(tiny):
+    prompt = prompt_of(30, seed=6)
+    ref = reference_greedy(tiny, prompt, N)
+    pred = edit(edit(ref, "replace", "middle", 5), "delete", "start", 2)
+    out, _ = run(tiny, prompt, FirstOf([PredictionDrafter(pred), PromptLookupDrafter()]))
+    assert out == ref
+
+
+class RandomDrafter:
+    """Drafts of random length, right for a random number of tokens, then random."""
+
+    def __init__(self, truth: list[int], prompt_len: int, seed: int):
+        self.truth, self.prompt_len, self.rng = truth, prompt_len, random.Random(seed)
+
+    def begin(self, prompt):
+        pass
+
+    def propose(self, context, budget):
+        done = len(context) - self.prompt_len
+        k = min(budget, self.rng.randint(0, 12))
+        right = self.rng.randint(0, k)
+        toks = self.truth[done : done + right] + [self.rng.randrange(VOCAB) for _ in range(k)]
+        return Draft(tuple(toks[:k]), source="random")
+
+    def observe(self, context, verdict):
+        pass
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_drafts(tiny, seed):
+    prompt = prompt_of(9, seed=seed)
+    ref = reference_greedy(tiny, prompt, N)
+    out, _ = run(tiny, prompt, RandomDrafter(ref, len(prompt), seed))
+    assert out == ref
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_stops_at_eos_inside_a_draft_block(tiny, policy):
+    prompt = prompt_of(7, seed=7)
+    ref = reference_greedy(tiny, prompt, N)
+    eos = ref[N // 2]  # a token that first appears at or before the middle
+    cut = ref.index(eos)
+    for drafter in (NoDrafter(), PredictionDrafter(ref, PredictionConfig.for_policy(policy)), PromptLookupDrafter()):
+        out, steps = run(tiny, prompt, drafter, eos={eos})
+        assert out == ref[:cut]
+        assert steps[-1].finish_reason == "stop"
+
+
+def letters(ids) -> str:
+    """A decode with tokens of 1 to 3 characters, so that stop strings span token boundaries."""
+    return "".join("abcdefghij"[t % 10] * (1 + t % 3) for t in ids)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_stop_string_spanning_tokens_and_blocks(tiny, policy):
+    prompt = prompt_of(7, seed=8)
+    ref = reference_greedy(tiny, prompt, N)
+    text = letters(ref)
+    stop = text[len(text) // 2 - 2 : len(text) // 2 + 2]  # 4 characters, crossing a token boundary
+    stop_at = text.index(stop) + len(stop)
+    keep = next(i for i in range(1, N + 1) if len(letters(ref[:i])) >= stop_at)
+    for drafter in (NoDrafter(), PredictionDrafter(ref, PredictionConfig.for_policy(policy)), PromptLookupDrafter()):
+        stats = Stats()
+        out, steps = run(tiny, prompt, drafter, stop_check=StopStrings([stop], letters), stats=stats)
+        assert out == ref[:keep]
+        assert steps[-1].finish_reason == "stop"
+        assert stats.completion_tokens == keep
+        assert stats.accepted_prediction_tokens + stats.rejected_prediction_tokens == stats.draft_tokens
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_max_new_tokens_is_exact(tiny, policy):
+    prompt = prompt_of(4, seed=9)
+    ref = reference_greedy(tiny, prompt, N)
+    for n in (1, 2, 17):
+        out, steps = run(tiny, prompt, PredictionDrafter(ref, PredictionConfig.for_policy(policy)), n=n)
+        assert out == ref[:n]
+        assert steps[-1].finish_reason == "length"
+
+
+def test_context_length_stops_generation(tiny):
+    prompt = prompt_of(20, seed=10)
+    ref = reference_greedy(tiny, prompt, N)
+    runner = HFRunner(tiny, max_context=30)
+    steps = list(generate(runner, prompt, Limits(N), PredictionDrafter(ref)))
+    out = [t for s in steps for t in s.tokens]
+    assert out == ref[:10]
+    assert steps[-1].finish_reason == "length"
