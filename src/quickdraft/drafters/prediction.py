@@ -11,11 +11,14 @@ Realignment. Let `out` be the output so far and `hint` the index the output woul
 edit was a replacement of equal length (anchor at the miss + tokens emitted since). A candidate is
 an index j such that the last L output tokens equal prediction[j-L : j] (the output has just
 "re-entered" the prediction, and prediction[j] comes next). Candidates come from two indexes:
-  * far: every j whose preceding `strong_ngram` tokens equal the output's last `strong_ngram`
-    tokens (jumps over deletions and insertions of any size), nearest to hint first;
+  * far: the j whose preceding `strong_ngram` tokens equal the output's last `strong_ngram`
+    tokens (jumps over deletions and insertions of any size); the 16 nearest to hint on each side;
   * near: every j within `window` of hint whose preceding token equals the output's last token
     (a short insertion, deletion or replacement close to where we lost our place).
-Each candidate's L is the length of the backward match (capped at `max_match`). The winner has the
+Each candidate's L is the length of the backward match (capped at `max_match`), counting only
+output produced since the alignment was lost: tokens matched under the old alignment are no
+evidence for a new one (in repetitive text they would re-anchor the drafter where it just failed).
+The winner has the
 largest L, then the smallest |j - hint|, then lies at or after hint. It must have L >= the policy's
 `recovery_threshold`, or the drafter stays quiet (the target decodes plainly) and tries again next
 step.
@@ -92,6 +95,7 @@ class PredictionDrafter:
         self.anchor: int | None = 0 if self.prediction else None
         self.run = self.config.initial_draft  # current run of agreement (the start is trusted)
         self.hint = 0
+        self.fresh_from = 0  # output index from which tokens may count as evidence for a re-anchor
         self.realignments = 0  # times the anchor was found again after a departure
 
     # -- proposing ---------------------------------------------------------------------------
@@ -121,9 +125,11 @@ class PredictionDrafter:
                 if self.anchor < len(P):
                     return
                 self.anchor = None  # prediction used up; the output may still re-enter it
+                self.fresh_from = len(context) - self.prompt_len
             else:  # departed at new[i]: assume a same-length replacement until shown otherwise
                 self.hint = self.anchor + len(new)
                 self.anchor = None
+                self.fresh_from = len(context) - self.prompt_len - (len(new) - i)
         else:
             self.hint += len(new)
         self._realign(context[self.prompt_len :])
@@ -145,6 +151,7 @@ class PredictionDrafter:
     def _match_length(self, out: Sequence[int], j: int) -> int:
         """Length L of the longest suffix of out equal to prediction[j-L : j], capped."""
         P, cap = self.prediction, max(self.config.max_match, self.config.recovery_threshold)
+        cap = min(cap, len(out) - self.fresh_from)  # evidence seen since the alignment was lost
         L = 0
         while L < cap and L < len(out) and L < j and P[j - 1 - L] == out[-1 - L]:
             L += 1

@@ -1,0 +1,300 @@
+"""Property tests of the drafters' alignment logic (hypothesis), on the scripted target.
+
+Small alphabets (tokens 1..6) make repeats, and so ambiguous re-anchoring, common; distinct tokens
+(range(1, 200)) make the re-anchoring point unique where a test needs to know it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quickdraft.core import Stats
+from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
+from quickdraft.engine import Limits, generate
+from quickdraft.runners.scripted import ScriptedRunner
+
+VOCAB, EOS = 300, 0
+PROMPT = [7]
+POLICIES = st.sampled_from(["default", "openai"])
+FAST = settings(max_examples=200, deadline=None)
+
+
+def run(script, prediction, policy, max_new_tokens=1000):
+    stats = Stats()
+    drafter = PredictionDrafter(prediction, PredictionConfig.for_policy(policy))
+    runner = ScriptedRunner(script, VOCAB, EOS)
+    steps = list(generate(runner, PROMPT, Limits(max_new_tokens, frozenset({EOS})), drafter, None, stats))
+    return stats, steps, [t for s in steps for t in s.tokens]
+
+
+def check_invariants(stats, steps, out):
+    assert stats.accepted_prediction_tokens + stats.rejected_prediction_tokens == stats.draft_tokens
+    assert stats.draft_tokens == sum(len(s.verdict.draft) for s in steps)
+    assert stats.completion_tokens == len(out)
+    assert stats.accepted_prediction_tokens == sum(f for s in steps for f in s.from_draft)
+    assert stats.target_passes == len(steps)
+    assert stats.rejected_prediction_tokens == sum(len(s.verdict.draft) - sum(s.from_draft) for s in steps)
+
+
+@st.composite
+def edited(draw, base, alphabet=st.integers(0, 7), max_edits=4, max_size=5):
+    """base with up to max_edits random insertions, deletions or replacements of 1..max_size tokens."""
+    pred = list(base)
+    for _ in range(draw(st.integers(0, max_edits))):
+        at = draw(st.integers(0, len(pred)))
+        size = draw(st.integers(1, max_size))
+        kind = draw(st.sampled_from(["insert", "delete", "replace"]))
+        junk = draw(st.lists(alphabet, min_size=size, max_size=size))
+        if kind == "insert":
+            pred = pred[:at] + junk + pred[at:]
+        elif kind == "delete":
+            pred = pred[:at] + pred[at + size :]
+        else:
+            pred = pred[:at] + junk + pred[at + size :]
+    return pred
+
+
+scripts = st.lists(st.integers(1, 6), max_size=90)
+
+
+@st.composite
+def script_and_prediction(draw):
+    script = draw(scripts)
+    if draw(st.booleans()):
+        prediction = draw(st.lists(st.integers(0, 6), max_size=90))  # 0 = EOS may appear in it
+    else:
+        prediction = draw(edited(script))
+    return script, prediction
+
+
+# -- exactness and accounting for any prediction ------------------------------------------------------
+
+
+@FAST
+@given(case=script_and_prediction(), policy=POLICIES, max_new=st.integers(1, 100))
+def test_output_is_the_script_for_any_prediction(case, policy, max_new):
+    script, prediction = case
+    stats, steps, out = run(script, prediction, policy, max_new)
+    assert out == script[:max_new]
+    check_invariants(stats, steps, out)
+    assert steps[-1].finish_reason == ("length" if len(script) >= max_new else "stop")
+    # a pass never drafts past the token limit: it emits at most len(draft) + 1 tokens
+    emitted = 0
+    for s in steps:
+        assert emitted + len(s.verdict.draft) + 1 <= max_new
+        emitted += len(s.tokens)
+
+
+# -- a right prediction -------------------------------------------------------------------------------
+
+
+@FAST
+@given(body=st.lists(st.integers(1, 6), max_size=300), policy=POLICIES)
+def test_right_prediction_rejects_nothing(body, policy):
+    # The script ends with a token seen nowhere else (9): once the output has used up the prediction
+    # no earlier place in it can look like a re-entry. (See also the regression tests below.)
+    script = body + [9]
+    stats, steps, out = run(script, script, policy)
+    assert out == script
+    assert stats.rejected_prediction_tokens == 0
+    check_invariants(stats, steps, out)
+    n = len(script)
+    if policy == "default":
+        # drafts 16, 33, 64, 64, ...: passes emit 17, 34, 65, 65, ... tokens (17, 51, 116, 181, ...);
+        # the pass that drafts the end of the prediction emits EOS as its bonus.
+        assert stats.target_passes <= 3 + -(-max(0, n - 116) // 65) + 1
+        if n >= 100:
+            assert stats.target_passes * 15 <= n
+    else:
+        # 16 draft tokens + 1 bonus per pass; the pass that drafts the rest also yields EOS
+        assert stats.target_passes == n // 17 + 1
+
+
+# Regression tests: after the alignment is lost, or the prediction is used up, only output produced
+# since then counts as evidence for a re-anchor. Measuring the backward match over the whole output
+# let a shifted copy of the old evidence win in repetitive text, so the drafter re-anchored where it
+# had just failed and proposed the same wrong tokens pass after pass.
+
+
+@pytest.mark.parametrize(
+    "policy,script",
+    [
+        # pass 1 drafts P[0:16], its bonus P[16] uses the prediction up exactly; then _realign
+        # re-anchors at j = 16 (L = 16) and drafts P[16] = 1 again: rejected by EOS.
+        ("default", [1] * 17),
+        # ends like it began: same, re-anchors at j = 7 (L = 3: 5, 6, 7) and drafts 8, 9, 10.
+        ("default", list(range(1, 15)) + [5, 6, 7]),
+        # openai: the third pass's bonus uses up P; j = 50 has L = 32 (capped): drafts P[50] again.
+        ("openai", [1] * 51),
+    ],
+)
+def test_right_prediction_with_a_repeated_tail_rejects_nothing(policy, script):
+    stats, steps, out = run(script, script, policy)
+    assert out == script
+    assert stats.rejected_prediction_tokens == 0
+
+
+@pytest.mark.parametrize("policy,limit", [("openai", 16), ("default", 64)])
+def test_one_replaced_token_in_a_repeated_run_costs_one_draft(policy, limit):
+    # One token replaced (2 for 1) inside a run of 1s. Today every pass after the miss re-anchors at
+    # j = 50 (the 1s before it give the largest L) and drafts P[50] = 2 again: openai rejects 800
+    # tokens, default 2500, for a 100-token output.
+    script = [1] * 100
+    prediction = [1] * 50 + [2] + [1] * 50
+    stats, steps, out = run(script, prediction, policy)
+    assert out == script
+    assert stats.rejected_prediction_tokens <= limit
+
+
+# -- default policy: re-anchoring after an edit ----------------------------------------------------------
+
+
+@FAST
+@given(length=st.integers(120, 199), size=st.integers(1, 8), kind=st.sampled_from(["insert", "delete", "replace"]), data=st.data())
+def test_default_reanchors_after_an_edit(length, size, kind, data):
+    # distinct tokens, >= 40 matching tokens before the edit and >= 40 after it
+    at = data.draw(st.integers(40, length - size - 40), label="at")
+    script = list(range(1, length + 1))
+    junk = list(range(200, 200 + size))
+    if kind == "insert":
+        prediction = script[:at] + junk + script[at:]
+    elif kind == "delete":
+        prediction = script[:at] + script[at + size :]
+    else:
+        prediction = script[:at] + junk + script[at + size :]
+    stats, steps, out = run(script, prediction, "default")
+    assert out == script
+    check_invariants(stats, steps, out)
+    # The output departs from P at output index `at`; only the pass that emits it may reject
+    # anything (none when `at` falls on its bonus), at most the 64 it drafted: the re-anchor is
+    # unique (distinct tokens) and right from then on.
+    starts = [0]
+    for s in steps:
+        starts.append(starts[-1] + len(s.tokens))
+    departing = next(i for i, s in enumerate(steps) if starts[i] <= at < starts[i + 1])
+    assert departing < 4
+    assert all(s.verdict.accepted == len(s.verdict.draft) for i, s in enumerate(steps) if i != departing)
+    assert stats.rejected_prediction_tokens <= 64
+    # Passes: before the edit the drafts are 16, 33, 64 (17, 51, 116, 181 tokens; at <= 158) so the
+    # departing pass is at most the 4th. Then the output tokens of the edit that are not in P come one
+    # per pass: the departing pass's bonus covers the first, so `size` more passes for a replacement
+    # or a deletion (the last of them yields the token that re-enters P), none for an insertion.
+    # The re-anchored run ramps 2, 4, 9, 19, 39, 64 (3, 8, 18, 38, 78, 143 tokens) over < 160 tokens:
+    # at most 6 passes, the last one ends with EOS (or a separate plain EOS pass: one more).
+    plain = 0 if kind == "insert" else size
+    assert stats.target_passes <= 4 + plain + 6 + 1
+    # every output token is accepted except one bonus per pass (the EOS bonus is not output)
+    assert stats.accepted_prediction_tokens == len(script) - (stats.target_passes - 1)
+    assert stats.accepted_prediction_tokens >= len(script) - plain - 10
+    after = steps[departing + 1 :]
+    eos_pass = not after[-1].verdict.draft and after[-1].tokens == ()  # prediction used up by a bonus
+    assert sum(1 for s in after if not s.verdict.draft) == plain + eos_pass
+
+
+# -- openai policy: bounded drafts and the recovery threshold ----------------------------------------------
+
+
+def draft_is_justified(done, draft, prediction, threshold=32):
+    """A draft may follow the initial run (output == P[:len(output)]), or 32 output tokens that equal
+    the 32 prediction tokens right before the drafted ones."""
+    k = len(draft)
+    if done == prediction[: len(done)] and list(draft) == prediction[len(done) : len(done) + k]:
+        return True
+    if len(done) < threshold:
+        return False
+    tail = done[-threshold:]
+    return any(
+        prediction[j - threshold : j] == tail and list(draft) == prediction[j : j + k]
+        for j in range(threshold, len(prediction))
+    )
+
+
+@FAST
+@given(case=script_and_prediction(), max_new=st.integers(1, 100))
+def test_openai_drafts_at_most_16_and_only_after_32_matching(case, max_new):
+    script, prediction = case
+    stats, steps, out = run(script, prediction, "openai", max_new)
+    assert out == script[:max_new]
+    check_invariants(stats, steps, out)
+    done: list[int] = []
+    for s in steps:
+        d = s.verdict.draft.tokens
+        assert len(d) <= 16
+        assert len(d) - sum(s.from_draft) <= 16  # what one departure can cost
+        if d:
+            assert draft_is_justified(done, d, prediction), (done, d)
+        done.extend(s.tokens)
+
+
+@FAST
+@given(
+    script=st.lists(st.integers(1, 6), min_size=40, max_size=150),
+    edits=st.data(),
+)
+def test_openai_rejects_at_most_16_per_departure(script, edits):
+    prediction = edits.draw(edited(script, max_edits=3))
+    stats, steps, out = run(script, prediction, "openai")
+    assert out == script
+    # a departure: a pass that kept fewer draft tokens than it drafted (an accepted EOS in the
+    # prediction is not output either, so it counts as rejected)
+    departures = sum(1 for s in steps if sum(s.from_draft) < len(s.verdict.draft))
+    assert stats.rejected_prediction_tokens <= 16 * departures
+    assert all(len(s.verdict.draft) - sum(s.from_draft) <= 16 for s in steps)
+
+
+# -- prompt lookup: the incremental index equals a slow full scan --------------------------------------------
+
+
+def lookup_reference(context, max_ngram, min_ngram, k):
+    """Latest earlier occurrence of the longest suffix n-gram (n = max..min); its continuation."""
+    if k <= 0:
+        return ()
+    T = len(context)
+    for n in range(min(max_ngram, T), min_ngram - 1, -1):
+        suffix = context[T - n :]
+        for end in range(T - 1, n - 1, -1):  # an occurrence ending before T (not the suffix itself)
+            if context[end - n : end] == suffix:
+                return tuple(context[end : end + k])
+    return ()
+
+
+@FAST
+@given(
+    prompt=st.lists(st.integers(1, 4), min_size=1, max_size=30),
+    chunks=st.lists(st.lists(st.integers(1, 5), min_size=1, max_size=6), max_size=20),
+    sizes=st.tuples(st.integers(1, 4), st.integers(0, 3), st.integers(1, 8)),
+    budgets=st.lists(st.integers(-1, 12), min_size=21, max_size=21),
+)
+def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets):
+    max_ngram, extra, num_tokens = sizes
+    min_ngram = max(1, max_ngram - extra)
+    config = LookupConfig(max_ngram=max_ngram, min_ngram=min_ngram, num_tokens=num_tokens)
+    drafter = PromptLookupDrafter(config)
+    drafter.begin(prompt)
+    context = list(prompt)
+    for i, chunk in enumerate([[]] + chunks):
+        context.extend(chunk)
+        draft = drafter.propose(context, budgets[i])
+        assert draft.tokens == lookup_reference(context, max_ngram, min_ngram, min(budgets[i], num_tokens))
+        if draft.tokens:
+            assert draft.source == "lookup"
+    # begin() starts afresh: a new request is looked up in its own context only
+    drafter.begin([9, 8])
+    assert drafter.propose([9, 8], 5).tokens == ()
+
+
+def test_prompt_lookup_docstring_example():
+    # max_ngram 2, num_tokens 3: [1, 2, 3, 4, 1, 2] ends with (1, 2), which last ended at index 2
+    # before the suffix: the draft is context[2:5] = (3, 4, 1).
+    drafter = PromptLookupDrafter(LookupConfig(max_ngram=2, num_tokens=3))
+    drafter.begin([1, 2, 3, 4, 1, 2])
+    draft = drafter.propose([1, 2, 3, 4, 1, 2], budget=10)
+    assert draft.tokens == (3, 4, 1) and draft.source == "lookup"
+    # the budget caps it; a suffix never seen before gives nothing
+    assert drafter.propose([1, 2, 3, 4, 1, 2], budget=2).tokens == (3, 4)
+    assert drafter.propose([1, 2, 3, 4, 1, 2, 7], budget=5).tokens == ()
+    # only the 1-gram (2,) matches now: it last ended at index 6, before the new suffix
+    assert drafter.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5).tokens == (7, 5, 2)
