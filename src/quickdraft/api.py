@@ -226,6 +226,7 @@ def load(model: str | None = None, *, max_context: int | None = None, progress: 
     """Load a packaged alias, a transformers folder or a .gguf file (default: models.DEFAULT_MODEL)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     from .models import DEFAULT_MODEL, resolve
     from .runners.hf import HFRunner
@@ -233,6 +234,7 @@ def load(model: str | None = None, *, max_context: int | None = None, progress: 
 
     name = model or DEFAULT_MODEL
     path = resolve(name, progress=progress)
+    hf_logging.disable_progress_bar()  # loading a converted folder takes seconds: no bar needed
     hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     hf_tok = AutoTokenizer.from_pretrained(path)
     eos = getattr(hf_model.generation_config, "eos_token_id", None)

@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 from .errors import QuickdraftError
+from .prompts import edit_request
 
 GREEN, RESET = "\033[32m", "\033[0m"
-FENCE_LANG = {".py": "python", ".js": "javascript", ".ts": "typescript", ".rs": "rust", ".go": "go", ".java": "java",
-              ".c": "c", ".cpp": "cpp", ".md": "markdown", ".sh": "bash", ".json": "json", ".yaml": "yaml"}
 
 
 def _read(path: str, what: str) -> str:
@@ -38,21 +37,13 @@ def _prompt_text(args: argparse.Namespace) -> str:
     return text
 
 
-def edit_request(instruction: str, path: str, code: str) -> tuple[str, str]:
-    """Prompt and prediction for editing a file: the model is asked for the whole file back."""
-    lang = FENCE_LANG.get(Path(path).suffix, "")
-    fenced = f"```{lang}\n{code.rstrip()}\n```"
-    prompt = f"{instruction.strip()}\n\n{fenced}\n\nReply with the complete edited file in one code block, nothing else."
-    return prompt, fenced
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
     from .api import load
 
     instruction = _prompt_text(args)
     prediction = _read(args.prediction, "prediction file") if args.prediction else None
     if args.edit:
-        prompt, fenced = edit_request(instruction, args.edit, _read(args.edit, "file to edit"))
+        prompt, fenced = edit_request(instruction, _read(args.edit, "file to edit"), args.edit)
         prediction = prediction if prediction is not None else fenced
     else:
         prompt = instruction

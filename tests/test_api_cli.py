@@ -1,0 +1,150 @@
+"""The public API and the CLI: bad input fails clearly before any work; a full CLI run on a tiny
+model saved to disk gives the same output with and without drafts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from tokenizers import Tokenizer as RawTokenizer
+from tokenizers import models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, Lfm2Config, Lfm2ForCausalLM, PreTrainedTokenizerFast
+
+from quickdraft import cli
+from quickdraft.api import Generator
+from quickdraft.errors import QuickdraftError, UnknownModelError, UnsupportedModelError
+from quickdraft.runners import ScriptedRunner
+from quickdraft.runners.hf import HFRunner
+from quickdraft.tokenizer import ByteTokenizer
+
+
+@pytest.fixture
+def scripted():
+    tok = ByteTokenizer()
+    return Generator(ScriptedRunner(tok.encode("hello world, hello again"), 257, tok.eos, max_context=64), tok)
+
+
+@pytest.mark.parametrize(
+    "prompt,options,message",
+    [
+        ("", {}, "prompt is empty"),
+        ([], {}, "messages is empty"),
+        (42, {}, "prompt must be a string or a list of messages"),
+        ("x" * 64, {}, "context holds 64"),
+        ("hi", {"max_new_tokens": 0}, "max_new_tokens must be a positive integer"),
+        ("hi", {"max_new_tokens": -3}, "max_new_tokens must be a positive integer"),
+        ("hi", {"prediction": 7}, "prediction must be a string or a list of text parts; got int"),
+        ("hi", {"prediction": [{"type": "image", "url": "x"}]}, "prediction[0] must be a text part"),
+        ("hi", {"drafter": "magic"}, "drafter must be one of"),
+        ("hi", {"drafter": "prediction"}, "needs a prediction"),
+        ("hi", {"drafter": "none", "prediction": "x"}, "would ignore it"),
+        ("hi", {"policy": "fast"}, "policy must be 'default' or 'openai'"),
+        ("hi", {"stop": 3}, "stop must be a string or a list of strings"),
+        ("hi", {"stop": [""]}, "must not be empty"),
+        ([{"role": "user", "content": "hi"}], {}, "no chat template"),
+    ],
+)
+def test_bad_input_fails_before_any_work(scripted, prompt, options, message):
+    with pytest.raises(QuickdraftError, match=message.replace("[", r"\[")):
+        scripted.stream(prompt, **options)
+    assert scripted.runner.passes == 0
+
+
+def test_prediction_as_text_parts_equals_string(scripted):
+    a = scripted.generate("hi", prediction="hello world")
+    b = scripted.generate("hi", prediction=[{"type": "text", "text": "hello "}, {"type": "text", "text": "world"}])
+    assert a.token_ids == b.token_ids and a.stats.as_dict()["accepted_prediction_tokens"] == b.stats.accepted_prediction_tokens
+
+
+def test_stream_pieces_add_up_to_the_text(scripted):
+    s = scripted.stream("hi", prediction="hello world, hello", stop=["again"])
+    pieces = [c.text for c in s]
+    assert "".join(pieces) == s.result.text == "hello world, hello "
+    assert s.result.finish_reason == "stop"
+    assert "".join(t for t, _ in s.result.segments) == s.result.text
+
+
+def test_model_whose_cache_cannot_be_rolled_back_is_refused():
+    config = Lfm2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, layer_types=["conv", "full_attention"])
+    with pytest.raises(UnsupportedModelError, match="cannot be rolled back"):
+        HFRunner(Lfm2ForCausalLM(config))
+
+
+# -- the CLI, end to end on a tiny model saved as a transformers folder ---------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-model")
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [" ", "\n", ".", ",", "(", ")", ":", "="]
+    vocab = {"<eos>": 0, **{ch: i + 1 for i, ch in enumerate(letters)}}
+    raw = RawTokenizer(models.WordLevel(vocab, unk_token="<eos>"))
+    raw.pre_tokenizer = pre_tokenizers.Split("", "isolated")  # one character per token
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>")
+    tok.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         initializer_range=0.3, eos_token_id=0, bos_token_id=None)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_generate_json_compare(tiny_folder, tmp_path, capsys):
+    code, out, _ = run_cli(capsys, "generate", "--model", str(tiny_folder), "--max-new-tokens", "40", "--json", "abc def")
+    assert code == 0
+    plain = json.loads(out)
+    pred = tmp_path / "pred.txt"
+    pred.write_text(plain["text"][:25] + "xyz" + plain["text"][28:])
+    code, out, _ = run_cli(capsys, "generate", "--model", str(tiny_folder), "--max-new-tokens", "40", "--json",
+                           "--prediction", str(pred), "--compare", "abc def")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["compare"]["identical"] is True
+    assert doc["token_ids"] == plain["token_ids"]
+    assert doc["stats"]["accepted_prediction_tokens"] > 0
+    assert doc["stats"]["accepted_prediction_tokens"] == sum(doc["from_draft"])
+
+
+def test_cli_prompt_from_file_and_plain_output(tiny_folder, tmp_path, capsys):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("abc def")
+    code, out, err = run_cli(capsys, "generate", "--model", str(tiny_folder), "--max-new-tokens", "10",
+                             "--prompt-file", str(prompt), "--drafter", "lookup")
+    assert code == 0
+    assert "\033[" not in out  # not a terminal: no colour codes
+    assert " tokens, " in err and "passes" in err and "finish: " in err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--model", "no-such-model", "hi"], "known aliases"),
+        (["--model", "./missing/folder", "hi"], "not found"),
+        (["--max-new-tokens", "0", "hi"], "max_new_tokens must be a positive integer"),
+        (["--prediction", "/nonexistent/file", "hi"], "cannot read prediction file"),
+        (["--prompt-file", "/nonexistent/p", ], "cannot read prompt file"),
+        (["hi", "--prompt-file", "x"], "either as an argument or with --prompt-file"),
+    ],
+)
+def test_cli_bad_input(tiny_folder, capsys, argv, message):
+    argv = argv if "--model" in argv else ["--model", str(tiny_folder), *argv]
+    code, _, err = run_cli(capsys, "generate", *argv)
+    assert code == 2
+    assert message in err
+
+
+def test_cli_models_list_and_unknown(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("QUICKDRAFT_HOME", str(tmp_path))
+    code, out, _ = run_cli(capsys, "models", "list")
+    assert code == 0 and "qwen2.5-coder-0.5b" in out and str(tmp_path) in out
+    code, _, err = run_cli(capsys, "models", "rm", "nope")
+    assert code == 2 and "smollm2-135m" in err
