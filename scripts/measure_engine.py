@@ -73,7 +73,6 @@ def main() -> None:
             plain, t, s = ours(task, drafter="none")
             record("refactor", task.id, "plain", plain, plain, t, s)
             for name, opts in [("prediction", dict(drafter="prediction")),
-                               ("prediction+lookup", dict(drafter="prediction+lookup")),
                                ("openai-policy", dict(drafter="prediction", policy="openai"))]:
                 toks, t, s = ours(task, prediction=task.prediction, **opts)
                 record("refactor", task.id, name, toks, plain, t, s)

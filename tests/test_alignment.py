@@ -248,16 +248,17 @@ def test_openai_rejects_at_most_16_per_departure(script, edits):
 # -- prompt lookup: the incremental index equals a slow full scan --------------------------------------------
 
 
-def lookup_reference(context, max_ngram, min_ngram, k):
-    """Latest earlier occurrence of the longest suffix n-gram (n = max..min); its continuation."""
-    if k <= 0:
-        return ()
+def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer):
+    """First (or latest) earlier occurrence of the longest suffix n-gram (n = max..min); its
+    continuation, num_tokens long after a match of >= 2 tokens, single_match_tokens after 1."""
     T = len(context)
     for n in range(min(max_ngram, T), min_ngram - 1, -1):
         suffix = context[T - n :]
-        for end in range(T - 1, n - 1, -1):  # an occurrence ending before T (not the suffix itself)
-            if context[end - n : end] == suffix:
-                return tuple(context[end : end + k])
+        ends = [end for end in range(n, T) if context[end - n : end] == suffix]  # ending before T
+        if ends:
+            end = ends[0] if prefer == "first" else ends[-1]
+            length = k if n >= 2 else k_single
+            return tuple(context[end : end + length]) if length > 0 else ()
     return ()
 
 
@@ -265,20 +266,23 @@ def lookup_reference(context, max_ngram, min_ngram, k):
 @given(
     prompt=st.lists(st.integers(1, 4), min_size=1, max_size=30),
     chunks=st.lists(st.lists(st.integers(1, 5), min_size=1, max_size=6), max_size=20),
-    sizes=st.tuples(st.integers(1, 4), st.integers(0, 3), st.integers(1, 8)),
+    sizes=st.tuples(st.integers(1, 4), st.integers(0, 3), st.integers(1, 8), st.integers(0, 3)),
     budgets=st.lists(st.integers(-1, 12), min_size=21, max_size=21),
+    prefer=st.sampled_from(["first", "latest"]),
 )
-def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets):
-    max_ngram, extra, num_tokens = sizes
+def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer):
+    max_ngram, extra, num_tokens, single = sizes
     min_ngram = max(1, max_ngram - extra)
-    config = LookupConfig(max_ngram=max_ngram, min_ngram=min_ngram, num_tokens=num_tokens)
+    config = LookupConfig(max_ngram=max_ngram, min_ngram=min_ngram, num_tokens=num_tokens,
+                          single_match_tokens=single, prefer=prefer)
     drafter = PromptLookupDrafter(config)
     drafter.begin(prompt)
     context = list(prompt)
     for i, chunk in enumerate([[]] + chunks):
         context.extend(chunk)
         draft = drafter.propose(context, budgets[i])
-        assert draft.tokens == lookup_reference(context, max_ngram, min_ngram, min(budgets[i], num_tokens))
+        b = max(0, budgets[i])
+        assert draft.tokens == lookup_reference(context, max_ngram, min_ngram, min(b, num_tokens), min(b, single), prefer)
         if draft.tokens:
             assert draft.source == "lookup"
     # begin() starts afresh: a new request is looked up in its own context only
@@ -287,9 +291,9 @@ def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets):
 
 
 def test_prompt_lookup_docstring_example():
-    # max_ngram 2, num_tokens 3: [1, 2, 3, 4, 1, 2] ends with (1, 2), which last ended at index 2
-    # before the suffix: the draft is context[2:5] = (3, 4, 1).
-    drafter = PromptLookupDrafter(LookupConfig(max_ngram=2, num_tokens=3))
+    # max_ngram 2, num_tokens 3: [1, 2, 3, 4, 1, 2] ends with (1, 2), which first ended at index 2:
+    # the draft is context[2:5] = (3, 4, 1).
+    drafter = PromptLookupDrafter(LookupConfig(max_ngram=2, num_tokens=3, single_match_tokens=3, prefer="latest"))
     drafter.begin([1, 2, 3, 4, 1, 2])
     draft = drafter.propose([1, 2, 3, 4, 1, 2], budget=10)
     assert draft.tokens == (3, 4, 1) and draft.source == "lookup"
@@ -298,3 +302,7 @@ def test_prompt_lookup_docstring_example():
     assert drafter.propose([1, 2, 3, 4, 1, 2, 7], budget=5).tokens == ()
     # only the 1-gram (2,) matches now: it last ended at index 6, before the new suffix
     assert drafter.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5).tokens == (7, 5, 2)
+    # with the defaults (first occurrence; 2 tokens after a single-token match) it ended first at 2
+    first = PromptLookupDrafter()
+    first.begin([1, 2, 3, 4, 1, 2, 7, 5, 2])
+    assert first.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5).tokens == (3, 4)

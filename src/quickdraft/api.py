@@ -109,15 +109,17 @@ class Generator:
             return drafter
         if drafter not in DRAFTER_NAMES:
             raise QuickdraftError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}; got {drafter!r}")
-        if drafter == "prediction" and pred_text is None:
+        if drafter in ("prediction", "prediction+lookup") and pred_text is None:
             raise QuickdraftError("drafter 'prediction' needs a prediction")
         if drafter in ("lookup", "none") and pred_text is not None:
             raise QuickdraftError(f"a prediction was given but drafter {drafter!r} would ignore it; use 'auto' or 'prediction'")
         config = PredictionConfig.for_policy(policy)  # validates the policy name
         parts: list[Drafter] = []
-        if pred_text is not None and drafter in ("auto", "prediction", "prediction+lookup"):
+        if drafter == "auto":  # measured: lookup in the gaps of a prediction did not pay (docs/benchmarks.md)
+            drafter = "prediction" if pred_text is not None else "lookup"
+        if drafter in ("prediction", "prediction+lookup"):
             parts.append(PredictionDrafter(self.tokenizer.encode(pred_text, add_special_tokens=False), config))
-        if drafter in ("auto", "lookup", "prediction+lookup"):
+        if drafter in ("lookup", "prediction+lookup"):
             parts.append(PromptLookupDrafter(lookup))
         if not parts:
             return NoDrafter()
@@ -138,8 +140,9 @@ class Generator:
     ) -> "Stream":
         """Start a generation; iterate the returned Stream for Chunks, then read `.result`.
 
-        drafter: "auto" uses the prediction when one is given and prompt lookup where it has nothing
-        to offer; "prediction", "lookup", "prediction+lookup" and "none" (plain decoding) pick.
+        drafter: "auto" drafts from the prediction when one is given, else by prompt lookup;
+        "prediction", "lookup", "prediction+lookup" (prediction first, lookup where it has nothing)
+        and "none" (plain decoding) pick one.
         policy: "default" or "openai" (see drafters/prediction.py).
         """
         limits = Limits(max_new_tokens=max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
