@@ -85,23 +85,12 @@ def generate(
         context.extend(verdict.tokens)
         drafter.observe(context, verdict)
 
-        tokens, finish = [], None
-        for t in verdict.tokens:
-            if t in limits.eos_token_ids:
-                finish = "stop"
-                break
-            tokens.append(t)
-            n_out = len(out) + len(tokens)
-            if n_out >= limits.max_new_tokens or len(prompt) + n_out >= runner.max_context:
-                finish = "length"
-                break
+        tokens, finish = _within_limits(verdict.tokens, len(prompt), len(out), limits, runner.max_context)
         out.extend(tokens)
-        if stop_check is not None and tokens:
-            keep = stop_check(out, len(tokens))
-            if keep is not None:
-                del tokens[len(tokens) - (len(out) - keep) :]
-                del out[keep:]
-                finish = "stop"
+        if stop_check is not None and tokens and (keep := stop_check(out, len(tokens))) is not None:
+            del tokens[len(tokens) - (len(out) - keep) :]
+            del out[keep:]
+            finish = "stop"
 
         from_draft = tuple(i < verdict.accepted for i in range(len(tokens)))
         _account(stats, verdict.draft.source, len(draft), sum(from_draft), len(tokens))
@@ -110,6 +99,25 @@ def generate(
         yield Step(tokens=tuple(tokens), from_draft=from_draft, verdict=verdict, finish_reason=finish)
         if finish:
             return
+
+
+def _within_limits(
+    new: Sequence[int], n_prompt: int, n_out: int, limits: Limits, max_context: int
+) -> tuple[list[int], str | None]:
+    """The new tokens that plain decoding would also emit, meeting them one by one, and why it stops.
+
+    Example: new (5, 6, EOS, 7) -> ([5, 6], "stop"); with 1 token left before max_new_tokens,
+    new (5, 6) -> ([5], "length").
+    """
+    tokens: list[int] = []
+    for t in new:
+        if t in limits.eos_token_ids:
+            return tokens, "stop"
+        tokens.append(t)
+        total = n_out + len(tokens)
+        if total >= limits.max_new_tokens or n_prompt + total >= max_context:
+            return tokens, "length"
+    return tokens, None
 
 
 def _account(stats: Stats, source: str, drafted: int, accepted: int, emitted: int) -> None:
