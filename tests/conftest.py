@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (Gemma3TextConfig, Gemma3ForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM)
 
 VOCAB = 96
 
@@ -21,6 +22,9 @@ def tiny_model(arch: str, seed: int = 0):
         model = LlamaForCausalLM(LlamaConfig(**common))
     elif arch == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**common))
+    elif arch == "gemma3":  # sliding-window layers: rollback must work past the window too
+        config = Gemma3TextConfig(**common, head_dim=12, sliding_window=16, layer_types=["sliding_attention", "full_attention"])
+        model = Gemma3ForCausalLM(config)
     else:
         raise ValueError(arch)
     return model.eval()

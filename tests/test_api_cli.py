@@ -42,6 +42,7 @@ def scripted():
         ("hi", {"policy": "fast"}, "policy must be 'default' or 'openai'"),
         ("hi", {"stop": 3}, "stop must be a string or a list of strings"),
         ("hi", {"stop": [""]}, "must not be empty"),
+        ("hi", {"sampling": {"temperature": 1}}, "sampling must be a SamplingParams"),
         ([{"role": "user", "content": "hi"}], {}, "no chat template"),
     ],
 )
@@ -133,6 +134,9 @@ def test_cli_prompt_from_file_and_plain_output(tiny_folder, tmp_path, capsys):
         (["--prediction", "/nonexistent/file", "hi"], "cannot read prediction file"),
         (["--prompt-file", "/nonexistent/p", ], "cannot read prompt file"),
         (["hi", "--prompt-file", "x"], "either as an argument or with --prompt-file"),
+        (["--temperature", "-1", "hi"], "temperature must be a number >= 0"),
+        (["--top-p", "0", "hi"], "top_p must be in (0, 1]"),
+        (["--model", "no-such-model", "--max-new-tokens", "0", "hi"], "max_new_tokens must be a positive integer"),
     ],
 )
 def test_cli_bad_input(tiny_folder, capsys, argv, message):
@@ -148,3 +152,13 @@ def test_cli_models_list_and_unknown(capsys, tmp_path, monkeypatch):
     assert code == 0 and "qwen2.5-coder-0.5b" in out and str(tmp_path) in out
     code, _, err = run_cli(capsys, "models", "rm", "nope")
     assert code == 2 and "smollm2-135m" in err
+
+
+def test_cli_sampling_compare(tiny_folder, capsys):
+    code, out, err = run_cli(capsys, "generate", "--model", str(tiny_folder), "--max-new-tokens", "12",
+                             "--temperature", "0.8", "--seed", "3", "--compare", "abc def")
+    assert code == 0
+    assert "identical output: n/a (sampled)" in err
+    again = run_cli(capsys, "generate", "--model", str(tiny_folder), "--max-new-tokens", "12",
+                    "--temperature", "0.8", "--seed", "3", "abc def")
+    assert again[1].strip() == out.strip()  # same seed, same text

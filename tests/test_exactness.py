@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 
-from conftest import VOCAB, reference_greedy
+from conftest import VOCAB, reference_greedy, tiny_model
 from quickdraft.core import Draft, Stats
 from quickdraft.drafters.base import FirstOf, NoDrafter
 from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
@@ -202,3 +202,15 @@ def test_context_length_stops_generation(tiny):
     out = [t for s in steps for t in s.tokens]
     assert out == ref[:10]
     assert steps[-1].finish_reason == "length"
+
+
+@pytest.mark.parametrize("prompt_len", [5, 40])
+def test_sliding_window_model_rolls_back_exactly(prompt_len):
+    # Gemma-3 layout: a 16-token sliding window, so drafts are verified and cut back past the window.
+    model = tiny_model("gemma3")
+    prompt = prompt_of(prompt_len, seed=11)
+    ref = reference_greedy(model, prompt, N)
+    assert run(model, prompt, NoDrafter())[0] == ref
+    for pred in (ref, edit(ref, "replace", "middle", 4), edit(ref, "insert", "start", 2)):
+        assert run(model, prompt, PredictionDrafter(pred))[0] == ref
+    assert run(model, prompt, RandomDrafter(ref, len(prompt), seed=1))[0] == ref

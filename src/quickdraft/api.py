@@ -19,6 +19,7 @@ from .drafters.prediction import PredictionConfig, PredictionDrafter
 from .engine import Limits, check_prompt, generate as engine_generate
 from .errors import QuickdraftError
 from .runners.base import Runner
+from .sampling import SamplingParams
 from .stopping import StopStrings
 from .tokenizer import Tokenizer
 
@@ -137,6 +138,7 @@ class Generator:
         stop: str | Sequence[str] | None = None,
         chat: bool | None = None,
         lookup: LookupConfig = LookupConfig(),
+        sampling: SamplingParams = SamplingParams(),
     ) -> "Stream":
         """Start a generation; iterate the returned Stream for Chunks, then read `.result`.
 
@@ -144,12 +146,16 @@ class Generator:
         "prediction", "lookup", "prediction+lookup" (prediction first, lookup where it has nothing)
         and "none" (plain decoding) pick one.
         policy: "default" or "openai" (see drafters/prediction.py).
+        sampling: temperature / top_p / top_k / seed; the default is greedy decoding. Under sampling
+        drafts are verified by speculative sampling, which keeps the output distribution exact.
         """
+        if not isinstance(sampling, SamplingParams):
+            raise QuickdraftError(f"sampling must be a SamplingParams; got {type(sampling).__name__}")
         limits = Limits(max_new_tokens=max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
         stops = _stop_list(stop)
         ids = self.encode_prompt(prompt, chat)
         d = self.make_drafter(drafter, prediction, policy, lookup)
-        return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode))
+        return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode), sampling)
 
     def generate(self, prompt: Prompt, **options: Any) -> Result:
         """Like `stream`, run to the end; takes the same keyword options."""
@@ -178,8 +184,10 @@ class Stream:
     not while it ends in an incomplete UTF-8 character.
     """
 
-    def __init__(self, gen: Generator, prompt_ids: list[int], limits: Limits, drafter: Drafter, stops: StopStrings):
+    def __init__(self, gen: Generator, prompt_ids: list[int], limits: Limits, drafter: Drafter, stops: StopStrings,
+                 sampling: SamplingParams):
         self.gen, self.prompt_ids, self.limits, self.drafter, self.stops = gen, prompt_ids, limits, drafter, stops
+        self.sampling = sampling
         self.stats = Stats()
         self.result: Result | None = None
 
@@ -190,7 +198,9 @@ class Stream:
         released = 0
         hold = max(0, self.stops.longest - 1)
         finish = "length"
-        for step in engine_generate(self.gen.runner, self.prompt_ids, self.limits, self.drafter, self.stops, self.stats):
+        steps = engine_generate(self.gen.runner, self.prompt_ids, self.limits, self.drafter, self.stops, self.stats,
+                                self.sampling)
+        for step in steps:
             out.extend(step.tokens)
             flags.extend(step.from_draft)
             text = decode(out)

@@ -9,8 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+from .engine import Limits
 from .errors import QuickdraftError
 from .prompts import edit_request
+from .sampling import SamplingParams
 
 GREEN, RESET = "\033[32m", "\033[0m"
 
@@ -50,6 +52,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not prompt.strip():
         raise QuickdraftError("the prompt is empty")
 
+    # Checked before the model is loaded (which can mean a download): the rest is checked by stream().
+    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    Limits(max_new_tokens=args.max_new_tokens)
     gen = load(args.model, max_context=args.max_context)
     chat = None if args.chat == "auto" else args.chat == "yes"
     if chat is None:
@@ -57,7 +62,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     request = messages if chat else prompt
     options = dict(prediction=prediction, drafter=args.drafter, policy=args.policy,
-                   max_new_tokens=args.max_new_tokens, stop=args.stop or None)
+                   max_new_tokens=args.max_new_tokens, stop=args.stop or None, sampling=sampling)
     # Validate everything (and warm the model up) before timing anything.
     gen.stream(request, **options)
     gen.generate(request, drafter="none", max_new_tokens=2, stop=None)
@@ -79,7 +84,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{GREEN}{text}{RESET}" if from_draft else text)
     baseline = None
     if args.compare:
-        baseline = gen.generate(request, drafter="none", max_new_tokens=args.max_new_tokens, stop=args.stop or None)
+        baseline = gen.generate(request, drafter="none", max_new_tokens=args.max_new_tokens, stop=args.stop or None,
+                                sampling=sampling)
 
     s = result.stats
     if args.json:
@@ -98,10 +104,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print(f"({GREEN}green{RESET}: accepted draft tokens)", file=sys.stderr)
     if baseline is not None:
         c = _comparison(result, baseline)
+        same = "n/a (sampled)" if not sampling.greedy else "yes" if c["identical"] else "NO"
         print(f"plain decoding: {c['plain_decode_tokens_per_s']:.1f} tok/s | speedup {c['speedup_decode']:.2f}x decode, "
-              f"{c['speedup_end_to_end']:.2f}x end to end | identical output: {'yes' if c['identical'] else 'NO'}",
-              file=sys.stderr)
-        if not c["identical"]:
+              f"{c['speedup_end_to_end']:.2f}x end to end | identical output: {same}", file=sys.stderr)
+        if sampling.greedy and not c["identical"]:
             return 3
     return 0
 
@@ -163,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--chat", choices=["auto", "yes", "no"], default="auto",
                    help="apply the model's chat template (auto: when it has one)")
     g.add_argument("--system", help="system message (chat only)")
+    g.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; > 0: sample")
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--top-k", type=int, default=0, help="0: no top-k cut")
+    g.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
     g.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     g.add_argument("--compare", action="store_true", help="also run plain decoding; print the speedup and whether "
                    "the outputs are identical (exit code 3 if not)")

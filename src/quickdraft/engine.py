@@ -20,11 +20,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
-from .acceptance import verify_greedy
+from .acceptance import verify_greedy, verify_sampling
 from .core import EMPTY_DRAFT, Stats, Step
 from .drafters.base import Drafter, NoDrafter
 from .errors import QuickdraftError
 from .runners.base import Runner
+from .sampling import SamplingParams, probs_from_logits
 
 # Given the output so far and how many of its tokens are new this step, return how many output
 # tokens to keep if a stop sequence was completed by one of the new tokens, else None.
@@ -58,10 +59,16 @@ def generate(
     drafter: Drafter | None = None,
     stop_check: StopCheck | None = None,
     stats: Stats | None = None,
+    sampling: SamplingParams = SamplingParams(),
 ) -> Iterator[Step]:
-    """Yield one Step per target pass until a stopping rule fires; fills `stats` as it goes."""
+    """Yield one Step per target pass until a stopping rule fires; fills `stats` as it goes.
+
+    Greedy (temperature 0) output equals plain greedy decoding token for token; sampled output is
+    distributed as plain sampling from the target's processed distribution.
+    """
     check_prompt(prompt, runner)
     drafter = drafter or NoDrafter()
+    rng = None if sampling.greedy else sampling.generator()
     stats = stats if stats is not None else Stats()
     stats.prompt_tokens = len(prompt)
 
@@ -80,7 +87,10 @@ def generate(
         draft = drafter.propose(context, budget) if budget > 0 else EMPTY_DRAFT
         t_drafted = time.perf_counter()
         logits = runner.forward([context[-1], *draft.tokens])  # [len(draft) + 1, vocab_size]
-        verdict = verify_greedy(draft, logits)
+        if rng is None:
+            verdict = verify_greedy(draft, logits)
+        else:
+            verdict = verify_sampling(draft, probs_from_logits(logits, sampling), rng)
         runner.rollback(len(context) + verdict.accepted)
         context.extend(verdict.tokens)
         drafter.observe(context, verdict)

@@ -60,5 +60,4 @@ class HFRunner:
         excess = self.length - length
         if excess < 0:
             raise ValueError(f"cannot roll back to {length} tokens: the cache holds only {self.length}")
-        if excess:
-            self.cache.crop(-excess)
+        self.cache.crop(-excess)  # also when 0: sliding-window layers drop what fell out of the window

@@ -1,0 +1,50 @@
+"""Speculative sampling (Leviathan et al. 2023; Chen et al. 2023): lossless under sampling.
+
+p is the target's processed distribution, q the drafter's. Draft token x_i is accepted with
+probability min(1, p_i(x_i) / q_i(x_i)); at the first rejection the bonus token is drawn from the
+residual max(0, p_i - q_i), renormalised; if every draft token is accepted it is drawn from
+p_{k} (the row after the draft). The emitted tokens are then distributed exactly as sampling from
+p one token at a time.
+
+A deterministic drafter (draft.probs is None: prediction, prompt lookup) is a point mass q_i =
+onehot(x_i): accept with probability p_i(x_i); the residual is p_i with x_i removed, renormalised.
+Edge cases: q_i(x_i) = 0 cannot be drawn by a sampler but is accepted with probability 1 when
+p_i(x_i) > 0 (the ratio is infinite); a token the target's top-k / top-p removed has p_i(x_i) = 0
+and is always rejected; a residual that is zero everywhere numerically (p == q) falls back to p_i,
+which is what it converges to.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..core import Draft, Verdict
+from ..sampling import sample
+
+
+def verify_sampling(draft: Draft, target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
+    """target_probs: [len(draft) + 1, vocab_size], processed; draft.probs: [len(draft), vocab_size] or None."""
+    k = len(draft)
+    assert target_probs.shape[0] == k + 1, (target_probs.shape, k)
+    accepted = 0
+    if k:
+        x = torch.tensor(draft.tokens)  # [k]
+        rows = torch.arange(k)
+        p_x = target_probs[rows, x]  # [k]
+        q_x = torch.ones(k) if draft.probs is None else draft.probs[rows, x].float()  # [k]
+        u = torch.rand(k, generator=generator)  # [k]
+        ok = u * q_x < p_x  # u < p/q without dividing (q may be 0)
+        accepted = int(torch.cumprod(ok.to(torch.int64), dim=0).sum())
+    if accepted < k:
+        p = target_probs[accepted]
+        if draft.probs is None:
+            q = torch.zeros_like(p)
+            q[draft.tokens[accepted]] = 1.0
+        else:
+            q = draft.probs[accepted].float()
+        residual = torch.clamp(p - q, min=0)  # [V]
+        total = float(residual.sum())
+        bonus = sample(residual / total if total > 1e-12 else p, generator)
+    else:
+        bonus = sample(target_probs[k], generator)
+    return Verdict(draft=draft, accepted=accepted, tokens=tuple(draft.tokens[:accepted]) + (bonus,))

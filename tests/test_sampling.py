@@ -1,0 +1,173 @@
+"""Sampling math: processed distributions, and speculative sampling preserves them.
+
+The statistical tests draw N samples of the first (and second) emitted token and compare the
+histogram with the target's processed distribution by a chi-square test at significance 1e-4
+(critical value for 5 degrees of freedom: 25.74). With N = 20000 the test has the power to catch
+real bugs: `test_the_test_catches_a_missing_residual` runs the same check on a verifier that draws
+the correction from p instead of the residual and requires it to fail.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import tiny_model
+from quickdraft.acceptance import verify_sampling
+from quickdraft.core import Draft, Verdict
+from quickdraft.drafters.prediction import PredictionDrafter
+from quickdraft.engine import Limits, generate
+from quickdraft.errors import QuickdraftError
+from quickdraft.runners.hf import HFRunner
+from quickdraft.sampling import SamplingParams, probs_from_logits, sample
+
+V = 6
+N = 20000
+CRITICAL = 25.74  # chi-square, 5 degrees of freedom, p = 1e-4
+
+P1 = torch.tensor([0.40, 0.25, 0.15, 0.10, 0.07, 0.03])
+P2 = torch.tensor([0.05, 0.05, 0.10, 0.20, 0.25, 0.35])
+
+
+def chi2(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    n = counts.sum()
+    support = probs > 0
+    assert counts[~support].sum() == 0, "a token with zero probability was emitted"
+    expected = probs[support] * n
+    return float(((counts[support] - expected) ** 2 / expected).sum())
+
+
+def first_two(verify, draft_rows, proposal, n=N, seed=0):
+    """Histogram of the first emitted token, and of the second one when the first was accepted."""
+    g = torch.Generator().manual_seed(seed)
+    target = torch.stack([P1, P2, P2])  # [3, V]: rows after 0, 1, 2 draft tokens (independent here)
+    first, second = torch.zeros(V), torch.zeros(V)
+    for _ in range(n):
+        tokens = proposal(g)
+        probs = None if draft_rows is None else draft_rows[: len(tokens)]
+        verdict = verify(Draft(tokens, probs), target[: len(tokens) + 1], g)
+        first[verdict.tokens[0]] += 1
+        if len(verdict.tokens) > 1:
+            second[verdict.tokens[1]] += 1
+    return first, second
+
+
+Q_CLOSE = torch.tensor([0.35, 0.30, 0.15, 0.10, 0.05, 0.05])
+Q_FAR = torch.tensor([0.02, 0.03, 0.05, 0.10, 0.30, 0.50])
+Q_ZERO = torch.tensor([0.0, 0.5, 0.5, 0.0, 0.0, 0.0])  # q(x) = 0 for most tokens
+
+
+def drawn_from(q_rows):
+    return lambda g: tuple(sample(q_rows[i], g) for i in range(len(q_rows)))
+
+
+CASES = {
+    "draft model close": (torch.stack([Q_CLOSE, Q_CLOSE]), drawn_from(torch.stack([Q_CLOSE, Q_CLOSE]))),
+    "draft model far": (torch.stack([Q_FAR, Q_FAR]), drawn_from(torch.stack([Q_FAR, Q_FAR]))),
+    "draft probs with zeros": (torch.stack([Q_ZERO, Q_FAR]), drawn_from(torch.stack([Q_ZERO, Q_FAR]))),
+    "point mass right": (None, lambda g: (0, 5)),  # the most likely tokens
+    "point mass wrong": (None, lambda g: (5, 0)),  # unlikely tokens
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_speculative_sampling_preserves_the_target_distribution(case):
+    rows, proposal = CASES[case]
+    first, second = first_two(verify_sampling, rows, proposal)
+    assert chi2(first, P1) < CRITICAL
+    assert second.sum() > 500  # enough accepted first tokens to test the second position
+    assert chi2(second, P2) < CRITICAL
+
+
+def test_token_cut_by_top_k_is_always_rejected():
+    params = SamplingParams(temperature=1.0, top_k=2)
+    target = probs_from_logits(torch.log(torch.stack([P1, P2])), params)  # only tokens 0, 1 survive
+    g = torch.Generator().manual_seed(1)
+    counts = torch.zeros(V)
+    for _ in range(4000):
+        v = verify_sampling(Draft((3,)), target, g)
+        assert v.accepted == 0
+        counts[v.tokens[0]] += 1
+    assert chi2(counts, target[0]) < CRITICAL
+
+
+def test_the_test_catches_a_missing_residual():
+    def buggy(draft: Draft, target_probs, g):  # corrects from p instead of max(0, p - q)
+        v = verify_sampling(draft, target_probs, g)
+        if v.accepted < len(draft):
+            return Verdict(draft, v.accepted, v.tokens[:-1] + (sample(target_probs[v.accepted], g),))
+        return v
+
+    rows, proposal = CASES["draft model far"]
+    first, _ = first_two(buggy, rows, proposal)
+    assert chi2(first, P1) > CRITICAL
+
+
+# -- processed distributions ---------------------------------------------------------------------
+
+
+def test_probs_from_logits_worked_examples():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -9.0]])
+    p = probs_from_logits(logits, SamplingParams(temperature=1.0, top_k=2))
+    assert torch.allclose(p, torch.tensor([[0.7311, 0.2689, 0.0, 0.0]]), atol=1e-4)
+    p = probs_from_logits(logits, SamplingParams(temperature=2.0))
+    assert torch.allclose(p, torch.softmax(logits / 2, dim=-1))
+    base = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    # top_p 0.8: 0.5 + 0.3 reaches it, so two tokens stay; 0.81 needs the third
+    assert torch.allclose(probs_from_logits(base, SamplingParams(1.0, top_p=0.8)), torch.tensor([[0.625, 0.375, 0, 0]]))
+    kept = probs_from_logits(base, SamplingParams(1.0, top_p=0.81)) > 0
+    assert kept.tolist() == [[True, True, True, False]]
+    # top_p tiny keeps the most likely token only
+    assert probs_from_logits(base, SamplingParams(1.0, top_p=1e-6)).tolist() == [[1.0, 0.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"temperature": -0.1}, "temperature must be a number >= 0"),
+        ({"top_p": 0.0}, r"top_p must be in \(0, 1\]"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+        ({"top_k": -1}, "top_k must be an integer >= 0"),
+        ({"seed": "x"}, "seed must be an integer"),
+    ],
+)
+def test_bad_sampling_params(kwargs, message):
+    with pytest.raises(QuickdraftError, match=message):
+        SamplingParams(**kwargs)
+
+
+# -- the engine under sampling ------------------------------------------------------------------------
+
+
+def sampled(model, prompt, drafter=None, seed=0, n=24):
+    params = SamplingParams(temperature=0.8, top_k=20, seed=seed)
+    steps = generate(HFRunner(model), prompt, Limits(n), drafter, sampling=params)
+    return [t for s in steps for t in s.tokens]
+
+
+def test_a_seed_makes_sampling_reproducible():
+    model = tiny_model("llama")
+    prompt = [3, 1, 4, 1, 5]
+    assert sampled(model, prompt, seed=7) == sampled(model, prompt, seed=7)
+    assert len({tuple(sampled(model, prompt, seed=s)) for s in range(4)}) > 1
+
+
+def test_engine_first_token_distribution_with_a_prediction():
+    # The first emitted token under a point-mass draft follows the target's processed distribution.
+    model = tiny_model("qwen2")
+    prompt = [7, 2, 9]
+    params = SamplingParams(temperature=1.5, top_k=6)
+    runner = HFRunner(model)
+    runner.reset()
+    runner.prefill(prompt[:-1])
+    p = probs_from_logits(runner.forward(prompt[-1:]), params)[0]
+    top = torch.nonzero(p).flatten()
+    counts = torch.zeros_like(p)
+    for seed in range(1500):
+        s = SamplingParams(temperature=1.5, top_k=6, seed=seed)
+        steps = generate(runner, prompt, Limits(2), PredictionDrafter([int(top[0]), int(top[1])]), sampling=s)
+        counts[next(iter(steps)).tokens[0]] += 1
+    expected = p[top] * counts.sum()
+    stat = float(((counts[top] - expected) ** 2 / expected).sum())
+    assert counts.sum() == counts[top].sum()
+    assert stat < 25.74  # 5 degrees of freedom (top_k 6), p = 1e-4
