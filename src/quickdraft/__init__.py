@@ -5,9 +5,10 @@ from .core import Draft, Stats, Step, Verdict
 from .drafters.ngram import LookupConfig, PromptLookupDrafter
 from .drafters.prediction import PredictionConfig, PredictionDrafter
 from .errors import QuickdraftError
+from .sampling import SamplingParams
 
 __all__ = [
     "Chunk", "Draft", "Generator", "LookupConfig", "PredictionConfig", "PredictionDrafter",
-    "PromptLookupDrafter", "QuickdraftError", "Result", "Stats", "Step", "Stream", "Verdict", "load",
+    "PromptLookupDrafter", "QuickdraftError", "Result", "SamplingParams", "Stats", "Step", "Stream", "Verdict", "load",
 ]
 __version__ = "0.1.0"
