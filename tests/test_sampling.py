@@ -171,3 +171,73 @@ def test_engine_first_token_distribution_with_a_prediction():
     stat = float(((counts[top] - expected) ** 2 / expected).sum())
     assert counts.sum() == counts[top].sum()
     assert stat < 25.74  # 5 degrees of freedom (top_k 6), p = 1e-4
+
+
+# -- joint distribution of whole sequences through the engine -------------------------------------------
+
+
+class MarkovRunner:
+    """A target whose next-token logits depend on the current token only: logits = table[token]."""
+
+    def __init__(self, table: torch.Tensor):  # [V, V]
+        self.table, self.vocab_size, self.max_context = table, table.shape[0], 1 << 20
+        self._length = 0
+
+    @property
+    def length(self):
+        return self._length
+
+    def reset(self):
+        self._length = 0
+
+    def prefill(self, tokens):
+        self._length += len(tokens)
+
+    def forward(self, tokens):
+        self._length += len(tokens)
+        return self.table[torch.tensor(list(tokens))]  # [n, V]
+
+    def rollback(self, length):
+        self._length = length
+
+
+def chi2_critical(df: int, z: float = 3.719) -> float:
+    """Wilson-Hilferty approximation of the chi-square quantile; z = 3.719 is the 1e-4 upper tail."""
+    a = 2 / (9 * df)
+    return df * (1 - a + z * a**0.5) ** 3
+
+
+@pytest.mark.parametrize("drafter", ["none", "prediction right", "prediction wrong", "lookup"])
+def test_joint_distribution_of_three_tokens(drafter):
+    """Whole engine, sampled: the first three tokens follow the exact joint distribution of plain
+    sampling from a Markov target (chi-square, significance 1e-4), whatever drafts it verifies."""
+    from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+
+    g = torch.Generator().manual_seed(5)
+    Vm = 4
+    table = torch.randn(Vm, Vm, generator=g) * 1.5  # [V, V] logits of the next token given the current one
+    params = SamplingParams(temperature=0.9, top_k=3)
+    step = probs_from_logits(table, params)  # [V, V] processed transition probabilities
+    prompt = [0, 1, 2, 3, 1]
+    truth = torch.zeros(Vm, Vm, Vm)  # exact joint distribution of the first three tokens
+    for a in range(Vm):
+        for b in range(Vm):
+            truth[a, b] = step[prompt[-1], a] * step[a, b] * step[b]
+    runner = MarkovRunner(table)
+    counts = torch.zeros(Vm, Vm, Vm)
+    n = 3000  # ~110 expected per cell of the 27 with probability > 0
+    for seed in range(n):
+        make = {
+            "none": lambda: None,
+            "prediction right": lambda: PredictionDrafter([int(step[1].argmax()), 0, 0]),
+            "prediction wrong": lambda: PredictionDrafter([int(step[1].argmin()), 3, 3]),
+            "lookup": lambda: PromptLookupDrafter(LookupConfig(max_ngram=2, num_tokens=3, single_match_tokens=3)),
+        }[drafter]
+        steps = generate(runner, prompt, Limits(3), make(), sampling=SamplingParams(0.9, top_k=3, seed=seed))
+        out = [t for s in steps for t in s.tokens]
+        counts[out[0], out[1], out[2]] += 1
+    support = truth.flatten() > 0
+    assert counts.flatten()[~support].sum() == 0
+    expected = truth.flatten()[support] * n
+    stat = float(((counts.flatten()[support] - expected) ** 2 / expected).sum())
+    assert stat < chi2_critical(int(support.sum()) - 1)
