@@ -11,6 +11,7 @@ Prints one line per run and a summary; every run is also written as JSON to --ou
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import statistics
 import time
@@ -65,6 +66,10 @@ def main() -> None:
 
     def ours(task, **options):
         r = gen.generate(task.messages, max_new_tokens=args.max_new_tokens, **options)
+        if task.prediction is not None and options.get("drafter") == "none":  # did the model really edit?
+            diff = difflib.unified_diff(task.prediction.splitlines(), r.text.splitlines(), lineterm="", n=0)
+            changed = sum(1 for d in diff if d[:1] in "+-" and not d.startswith(("+++", "---")))
+            print(f"  {task.id}: output differs from the prediction in {changed} line(s) (+/-)", flush=True)
         return r.token_ids, r.stats.prefill_s + r.stats.decode_s, r.stats
 
     which = args.which.split(",")
