@@ -162,3 +162,11 @@ def test_cli_sampling_compare(tiny_folder, capsys):
     again = run_cli(capsys, "generate", "--model", str(tiny_folder), "--max-new-tokens", "12",
                     "--temperature", "0.8", "--seed", "3", "abc def")
     assert again[1].strip() == out.strip()  # same seed, same text
+
+
+def test_edit_request_puts_the_instruction_after_the_file():
+    from quickdraft.prompts import edit_request
+
+    message, prediction = edit_request("Rename f to g.", "def f():\n    pass\n", "m.py")
+    assert prediction == "```python\ndef f():\n    pass\n```"
+    assert message.startswith(prediction) and message.index("Rename f to g.") > len(prediction)
