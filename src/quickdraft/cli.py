@@ -99,7 +99,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     line = (f"{s.completion_tokens} tokens, {s.decode_tokens_per_s:.1f} tok/s decode ({s.prefill_s:.2f} s prefill of "
             f"{s.prompt_tokens}) | {s.target_passes} passes, {s.tokens_per_pass:.2f} tokens/pass | "
             f"accepted {s.accepted_prediction_tokens}, rejected {s.rejected_prediction_tokens} | finish: {result.finish_reason}")
-    print(("" if not use_color else "") + line, file=sys.stderr)
+    print(line, file=sys.stderr)
     if use_color:
         print(f"({GREEN}green{RESET}: accepted draft tokens)", file=sys.stderr)
     if baseline is not None:
