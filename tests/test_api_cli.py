@@ -13,7 +13,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Lfm2Config, Lfm2ForCausa
 
 from quickdraft import cli
 from quickdraft.api import Generator
-from quickdraft.errors import QuickdraftError, UnknownModelError, UnsupportedModelError
+from quickdraft.errors import QuickdraftError, UnsupportedModelError
 from quickdraft.runners import ScriptedRunner
 from quickdraft.runners.hf import HFRunner
 from quickdraft.tokenizer import ByteTokenizer
