@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import (Gemma3TextConfig, Gemma3ForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM)
+from tokenizers import Tokenizer as RawTokenizer
+from tokenizers import models, pre_tokenizers
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast,
+                          Qwen2Config, Qwen2ForCausalLM)
 
 VOCAB = 96
 
@@ -44,3 +46,45 @@ def reference_greedy(model, prompt: list[int], n: int) -> list[int]:
             eos_token_id=None, pad_token_id=0,
         )
     return out[0, len(prompt):].tolist()
+
+
+class MarkovRunner:
+    """A target whose next-token logits depend on the current token only: logits = table[token]."""
+
+    def __init__(self, table: torch.Tensor):  # [V, V]
+        self.table, self.vocab_size, self.max_context = table, table.shape[0], 1 << 20
+        self._length = 0
+
+    @property
+    def length(self):
+        return self._length
+
+    def reset(self):
+        self._length = 0
+
+    def prefill(self, tokens):
+        self._length += len(tokens)
+
+    def forward(self, tokens):
+        self._length += len(tokens)
+        return self.table[torch.tensor(list(tokens))]  # [n, V]
+
+    def rollback(self, length):
+        self._length = length
+
+
+@pytest.fixture(scope="session")
+def tiny_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-model")
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [" ", "\n", ".", ",", "(", ")", ":", "="]
+    vocab = {"<eos>": 0, **{ch: i + 1 for i, ch in enumerate(letters)}}
+    raw = RawTokenizer(models.WordLevel(vocab, unk_token="<eos>"))
+    raw.pre_tokenizer = pre_tokenizers.Split("", "isolated")  # one character per token
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>")
+    tok.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         initializer_range=0.3, eos_token_id=0, bos_token_id=None)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder

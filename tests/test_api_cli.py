@@ -7,9 +7,7 @@ import json
 
 import pytest
 import torch
-from tokenizers import Tokenizer as RawTokenizer
-from tokenizers import models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, Lfm2Config, Lfm2ForCausalLM, PreTrainedTokenizerFast
+from transformers import Lfm2Config, Lfm2ForCausalLM
 
 from quickdraft import cli
 from quickdraft.api import Generator
@@ -74,23 +72,6 @@ def test_model_whose_cache_cannot_be_rolled_back_is_refused():
 
 
 # -- the CLI, end to end on a tiny model saved as a transformers folder ---------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny-model")
-    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [" ", "\n", ".", ",", "(", ")", ":", "="]
-    vocab = {"<eos>": 0, **{ch: i + 1 for i, ch in enumerate(letters)}}
-    raw = RawTokenizer(models.WordLevel(vocab, unk_token="<eos>"))
-    raw.pre_tokenizer = pre_tokenizers.Split("", "isolated")  # one character per token
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>")
-    tok.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         initializer_range=0.3, eos_token_id=0, bos_token_id=None)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    return folder
 
 
 def run_cli(capsys, *argv):

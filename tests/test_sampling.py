@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import tiny_model
+from conftest import MarkovRunner, tiny_model
 from quickdraft.acceptance import verify_sampling
 from quickdraft.core import Draft, Verdict
 from quickdraft.drafters.prediction import PredictionDrafter
@@ -174,31 +174,6 @@ def test_engine_first_token_distribution_with_a_prediction():
 
 
 # -- joint distribution of whole sequences through the engine -------------------------------------------
-
-
-class MarkovRunner:
-    """A target whose next-token logits depend on the current token only: logits = table[token]."""
-
-    def __init__(self, table: torch.Tensor):  # [V, V]
-        self.table, self.vocab_size, self.max_context = table, table.shape[0], 1 << 20
-        self._length = 0
-
-    @property
-    def length(self):
-        return self._length
-
-    def reset(self):
-        self._length = 0
-
-    def prefill(self, tokens):
-        self._length += len(tokens)
-
-    def forward(self, tokens):
-        self._length += len(tokens)
-        return self.table[torch.tensor(list(tokens))]  # [n, V]
-
-    def rollback(self, length):
-        self._length = length
 
 
 def chi2_critical(df: int, z: float = 3.719) -> float:

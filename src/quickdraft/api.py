@@ -14,6 +14,7 @@ from typing import Any, Iterator, Literal, Sequence, Union
 
 from .core import Stats
 from .drafters.base import Drafter, FirstOf, NoDrafter
+from .drafters.draft_model import DraftModelConfig, DraftModelDrafter
 from .drafters.ngram import LookupConfig, PromptLookupDrafter
 from .drafters.prediction import PredictionConfig, PredictionDrafter
 from .engine import Limits, check_prompt, generate as engine_generate
@@ -25,8 +26,8 @@ from .tokenizer import Tokenizer
 
 Message = dict[str, Any]
 Prompt = Union[str, Sequence[Message]]
-DrafterName = Literal["auto", "prediction", "lookup", "prediction+lookup", "none"]
-DRAFTER_NAMES = ("auto", "prediction", "lookup", "prediction+lookup", "none")
+DrafterName = Literal["auto", "prediction", "lookup", "prediction+lookup", "draft-model", "none"]
+DRAFTER_NAMES = ("auto", "prediction", "lookup", "prediction+lookup", "draft-model", "none")
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,19 @@ def text_parts(value: Any, what: str) -> str:
 
 
 class Generator:
-    """A loaded model (runner + tokenizer) that generates with any drafter."""
+    """A loaded model (runner + tokenizer) that generates with any drafter.
 
-    def __init__(self, runner: Runner, tokenizer: Tokenizer, name: str = "model"):
+    draft_runner: an optional smaller model with the same tokenizer (see drafters/draft_model.py),
+    used by drafter="draft-model" and by "auto" when no prediction is given.
+    """
+
+    def __init__(self, runner: Runner, tokenizer: Tokenizer, name: str = "model",
+                 draft_runner: Runner | None = None, draft_name: str | None = None):
         self.runner = runner
         self.tokenizer = tokenizer
         self.name = name
+        self.draft_runner = draft_runner
+        self.draft_name = draft_name
 
     # -- request preparation (all validation happens here, before any model work) -----------
     def encode_prompt(self, prompt: Prompt, chat: bool | None = None) -> list[int]:
@@ -102,6 +110,8 @@ class Generator:
         prediction: Any,
         policy: str,
         lookup: LookupConfig,
+        draft: DraftModelConfig = DraftModelConfig(),
+        sampling: SamplingParams = SamplingParams(),
     ) -> Drafter:
         pred_text = None if prediction is None else text_parts(prediction, "prediction")
         if not isinstance(drafter, str):
@@ -112,12 +122,19 @@ class Generator:
             raise QuickdraftError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}; got {drafter!r}")
         if drafter in ("prediction", "prediction+lookup") and pred_text is None:
             raise QuickdraftError("drafter 'prediction' needs a prediction")
-        if drafter in ("lookup", "none") and pred_text is not None:
+        if drafter in ("lookup", "draft-model", "none") and pred_text is not None:
             raise QuickdraftError(f"a prediction was given but drafter {drafter!r} would ignore it; use 'auto' or 'prediction'")
+        if drafter == "draft-model" and self.draft_runner is None:
+            raise QuickdraftError("drafter 'draft-model' needs a draft model: load the model with draft_model=... "
+                                  "(CLI: --draft-model ALIAS|PATH)")
+        if not isinstance(draft, DraftModelConfig):
+            raise QuickdraftError(f"draft must be a DraftModelConfig; got {type(draft).__name__}")
         config = PredictionConfig.for_policy(policy)  # validates the policy name
         parts: list[Drafter] = []
         if drafter == "auto":  # measured: lookup in the gaps of a prediction did not pay (docs/benchmarks.md)
-            drafter = "prediction" if pred_text is not None else "lookup"
+            drafter = "prediction" if pred_text is not None else "draft-model" if self.draft_runner else "lookup"
+        if drafter == "draft-model":
+            return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, sampling, draft)
         if drafter in ("prediction", "prediction+lookup"):
             parts.append(PredictionDrafter(self.tokenizer.encode(pred_text, add_special_tokens=False), config))
         if drafter in ("lookup", "prediction+lookup"):
@@ -138,13 +155,16 @@ class Generator:
         stop: str | Sequence[str] | None = None,
         chat: bool | None = None,
         lookup: LookupConfig = LookupConfig(),
+        draft: DraftModelConfig = DraftModelConfig(),
         sampling: SamplingParams = SamplingParams(),
     ) -> "Stream":
         """Start a generation; iterate the returned Stream for Chunks, then read `.result`.
 
         drafter: "auto" drafts from the prediction when one is given, else by prompt lookup;
-        "prediction", "lookup", "prediction+lookup" (prediction first, lookup where it has nothing)
-        and "none" (plain decoding) pick one.
+        "prediction", "lookup", "prediction+lookup" (prediction first, lookup where it has nothing),
+        "draft-model" (the draft model loaded with the target) and "none" (plain decoding) pick one.
+        With a draft model loaded, "auto" uses it when no prediction is given.
+        draft: draft length settings of the draft-model drafter (fixed or adaptive).
         policy: "default" or "openai" (see drafters/prediction.py).
         sampling: temperature / top_p / top_k / seed; the default is greedy decoding. Under sampling
         drafts are verified by speculative sampling, which keeps the output distribution exact.
@@ -154,7 +174,7 @@ class Generator:
         limits = Limits(max_new_tokens=max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
         stops = _stop_list(stop)
         ids = self.encode_prompt(prompt, chat)
-        d = self.make_drafter(drafter, prediction, policy, lookup)
+        d = self.make_drafter(drafter, prediction, policy, lookup, draft, sampling)
         return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode), sampling)
 
     def generate(self, prompt: Prompt, **options: Any) -> Result:
@@ -235,21 +255,39 @@ def _segments(out: list[int], flags: list[bool], decode, text: str) -> list[tupl
     return segs
 
 
-def load(model: str | None = None, *, max_context: int | None = None, progress: bool = True) -> Generator:
-    """Load a packaged alias, a transformers folder or a .gguf file (default: models.DEFAULT_MODEL)."""
+def load(model: str | None = None, *, draft_model: str | None = None, draft_precision: str = "int8",
+         max_context: int | None = None, progress: bool = True) -> Generator:
+    """Load a packaged alias, a transformers folder or a .gguf file (default: models.DEFAULT_MODEL).
+
+    draft_model: a smaller model with the same tokenizer (alias, folder or .gguf) for speculative
+    decoding (drafter="draft-model"); refused before any weights load if its vocabulary differs.
+    draft_precision: "int8" (default: about 4x cheaper per draft token on a CPU) or "fp32". The
+    target always runs in float32; the draft's precision changes speed, never the output.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    from .drafters.draft_model import check_vocabularies
     from .models import DEFAULT_MODEL, resolve
-    from .runners.hf import HFRunner
+    from .runners.hf import DRAFT_PRECISIONS, HFRunner, quantize_for_drafting
     from .tokenizer import HFTokenizer
 
+    if draft_precision not in DRAFT_PRECISIONS:
+        raise QuickdraftError(f"draft_precision must be one of {', '.join(DRAFT_PRECISIONS)}; got {draft_precision!r}")
     name = model or DEFAULT_MODEL
     path = resolve(name, progress=progress)
+    draft_path = None if draft_model is None else resolve(draft_model, progress=progress)
     hf_logging.disable_progress_bar()  # loading a converted folder takes seconds: no bar needed
-    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     hf_tok = AutoTokenizer.from_pretrained(path)
+    if draft_path is not None:
+        check_vocabularies(hf_tok.get_vocab(), AutoTokenizer.from_pretrained(draft_path).get_vocab(), name, draft_model)
+    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     eos = getattr(hf_model.generation_config, "eos_token_id", None)
     eos_ids = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
-    return Generator(HFRunner(hf_model, max_context), HFTokenizer(hf_tok, eos_ids), name=name)
+    draft_runner = None
+    if draft_path is not None:
+        draft_hf = AutoModelForCausalLM.from_pretrained(draft_path, dtype=torch.float32)
+        draft_runner = HFRunner(quantize_for_drafting(draft_hf, draft_precision), max_context)
+    return Generator(HFRunner(hf_model, max_context), HFTokenizer(hf_tok, eos_ids), name=name,
+                     draft_runner=draft_runner, draft_name=draft_model)

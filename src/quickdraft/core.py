@@ -23,13 +23,15 @@ import torch
 class Draft:
     """Tokens proposed for the positions right after the context.
 
-    `probs` is None for deterministic drafters (a point mass on each token), which is what every
-    drafter in this module tree is today; a draft model fills it with its distributions.
+    `probs` is None for deterministic drafters (a point mass on each token: prediction, prompt
+    lookup) and for a draft model under greedy decoding; under sampling a draft model fills it with
+    the distributions it sampled its tokens from.
     """
 
     tokens: tuple[int, ...] = ()
     probs: torch.Tensor | None = None  # [len(tokens), vocab_size] or None
-    source: str = ""  # which drafter proposed it ("prediction", "lookup", ...)
+    source: str = ""  # which drafter proposed it ("prediction", "lookup", "draft-model", ...)
+    forwards: int = 0  # draft-model forward passes spent producing it (0 for lookup-style drafters)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -84,6 +86,7 @@ class Stats:
     rejected_prediction_tokens: int = 0
     draft_tokens: int = 0  # all tokens proposed for verification
     target_passes: int = 0  # decode passes of the target (the prefill is not counted)
+    draft_forwards: int = 0  # forward passes of a draft model
     prefill_s: float = 0.0
     decode_s: float = 0.0
     drafter_s: float = 0.0  # part of decode_s spent proposing drafts
@@ -116,6 +119,7 @@ class Stats:
             "rejected_prediction_tokens": self.rejected_prediction_tokens,
             "draft_tokens": self.draft_tokens,
             "target_passes": self.target_passes,
+            "draft_forwards": self.draft_forwards,
             "tokens_per_pass": round(self.tokens_per_pass, 4),
             "accepted_per_pass": round(self.accepted_per_pass, 4),
             "prefill_s": round(self.prefill_s, 4),

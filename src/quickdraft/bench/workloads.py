@@ -51,3 +51,15 @@ def spec_bench(data: Path, category: str, limit: int | None = None) -> Iterator[
         raise QuickdraftError(f"no Spec-Bench questions in category {category!r}")
     for r in rows[:limit]:
         yield Task(f"{category}-{r['question_id']}", [{"role": "user", "content": r["turns"][0]}])
+
+
+def humaneval(data: Path, limit: int | None = None) -> Iterator[Task]:
+    """HumanEval prompts as a chat request to complete the function (no prediction)."""
+    import gzip
+
+    with gzip.open(data / "humaneval" / "HumanEval.jsonl.gz", "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    for r in rows[:limit]:
+        message = ("Complete the following Python function. Reply with the whole function in one code block.\n"
+                   f"```python\n{r['prompt'].rstrip()}\n```")
+        yield Task(r["task_id"], [{"role": "user", "content": message}])

@@ -14,13 +14,35 @@ from transformers import DynamicCache, PreTrainedModel
 from ..errors import UnsupportedModelError
 
 PREFILL_CHUNK = 1024  # tokens per prefill pass: bounds attention memory on long prompts
+DRAFT_PRECISIONS = ("int8", "fp32")
+
+
+def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedModel:
+    """A draft model in the precision it drafts in; "int8": dynamic int8 Linear layers.
+
+    Only for draft models: their numbers decide what is proposed, never what is emitted, so a
+    cheaper draft changes speed, not output (under sampling the drafter reports the distributions
+    of the model it actually ran, which keeps speculative sampling lossless). Measured on the
+    project's 2-core CPU, qwen2.5-coder-0.5b: 181 ms per token in float32, 47 ms in int8.
+    """
+    if precision not in DRAFT_PRECISIONS:
+        raise ValueError(f"draft precision must be one of {', '.join(DRAFT_PRECISIONS)}; got {precision!r}")
+    if precision == "fp32":
+        return model
+    import warnings
+
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():  # torch points eager quantization users to torchao; it works as is
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
 
 
 class HFRunner:
     def __init__(self, model: PreTrainedModel, max_context: int | None = None):
         self.model = model.eval()
         config = model.config.get_text_config(decoder=True)
-        self.vocab_size: int = model.get_output_embeddings().weight.shape[0]
+        self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
         self.max_context: int = max_context or getattr(config, "max_position_embeddings", None) or 2048
         self.cache = self._new_cache()  # refuses models it cannot roll back, before any work
 

@@ -1,0 +1,160 @@
+"""Draft-model drafter (Leviathan et al. 2023; Chen et al. 2023): a smaller model with the same
+tokenizer proposes the next tokens one at a time; the target verifies them all in one pass.
+
+The draft model runs on its own Runner with its own KV cache. The drafter remembers which tokens
+that cache holds (`cached`, a prefix of the context followed by the draft tokens it fed), and after
+every verdict cuts it back to the part the new context agrees with, so it stays in step whichever
+drafter proposed and however much was accepted.
+
+Example (greedy, k = 3): context c, cache c[:-1]. propose feeds [c[-1]] -> d1, then [d1] -> d2,
+then [d2] -> d3; the cache now holds c + (d1, d2) (d3 was never fed). The target accepts d1 and
+corrects d2 to b: the context becomes c + (d1, b); the cache is cut back to c + (d1,) and the next
+propose feeds [b]. If all three are accepted with bonus b, the next propose feeds [d3, b].
+
+Under sampling the drafter samples from its own processed distribution (the same SamplingParams as
+the target, applied by quickdraft.sampling) and returns those distributions in Draft.probs, which is
+what speculative sampling needs to stay lossless. Under greedy decoding it drafts its argmax.
+
+Draft length. A fixed `k`, or adaptive (the default): start at `initial`; after a draft the target
+accepted entirely, k += 2; after one it cut short, k -= 1; within [min_length, max_length]. This is
+the rule transformers uses for assisted generation. Drafting also stops early, whatever k is, when
+the draft model's probability of its own greedy choice falls below `min_confidence`: on a CPU each
+verified token costs real time (shared/models.md: 4 tokens cost 1.9x one, 8 cost 2.7x), so tokens
+the draft model itself doubts are not worth sending. The rule depends only on the draft model's
+own state, so it changes speed, never the output (exact under greedy, lossless under sampling).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import torch
+
+from ..core import EMPTY_DRAFT, Draft, Verdict
+from ..errors import QuickdraftError, UnsupportedModelError
+from ..runners.base import Runner
+from ..sampling import SamplingParams, probs_from_logits, sample
+
+
+@dataclass(frozen=True)
+class DraftModelConfig:
+    k: int | None = None  # fixed draft length; None: adaptive (see the module docstring)
+    initial: int = 8
+    min_length: int = 1
+    max_length: int = 32
+    min_confidence: float = 0.3  # stop drafting when the draft's top probability is below this (0: never)
+
+    def __post_init__(self) -> None:
+        if self.k is not None and (not isinstance(self.k, int) or self.k < 1):
+            raise QuickdraftError(f"draft length must be a positive integer or 'auto'; got {self.k!r}")
+        if not 1 <= self.min_length <= self.initial <= self.max_length:
+            raise QuickdraftError("draft lengths must satisfy 1 <= min_length <= initial <= max_length; "
+                                  f"got {self.min_length}, {self.initial}, {self.max_length}")
+        if not 0 <= self.min_confidence < 1:
+            raise QuickdraftError(f"min_confidence must be in [0, 1); got {self.min_confidence!r}")
+
+
+class DraftModelDrafter:
+    def __init__(
+        self,
+        runner: Runner,
+        vocab_size: int,
+        sampling: SamplingParams = SamplingParams(),
+        config: DraftModelConfig = DraftModelConfig(),
+    ):
+        """runner: the draft model's. vocab_size: the target's logits width; draft distributions are
+        returned at that width (draft logits past the shared vocabulary are padding rows, dropped)."""
+        self.runner = runner
+        self.vocab_size = vocab_size
+        self.shared = min(vocab_size, runner.vocab_size)
+        self.sampling = sampling
+        self.config = config
+        # Request state is set by begin(); constructing a drafter never touches the (shared) runner.
+        self.rng: torch.Generator | None = None
+        self.cached: list[int] = []  # tokens in the draft model's cache
+        self.k = config.k or config.initial
+        self.forwards = 0  # draft-model forward passes over the whole request
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.runner.reset()
+        self.cached = []
+        self.k = self.config.k or self.config.initial
+        self.forwards = 0
+        if not self.sampling.greedy:
+            # Its own stream of random numbers, reproducible from the seed, independent of the target's.
+            self.rng = torch.Generator()
+            self.rng.manual_seed(self.sampling.seed + 1) if self.sampling.seed is not None else self.rng.seed()
+        if len(prompt) > 1:
+            self.runner.prefill(prompt[:-1])
+            self.cached = list(prompt[:-1])
+
+    def propose(self, context: Sequence[int], budget: int) -> Draft:
+        k = min(budget, self.k, self.runner.max_context - len(context))
+        if k <= 0:
+            return EMPTY_DRAFT
+        new = list(context[len(self.cached) :])  # at least the last context token (never cached)
+        tokens: list[int] = []
+        rows: list[torch.Tensor] = []
+        forwards = 0
+        while len(tokens) < k:
+            logits = self.runner.forward(new)[-1, : self.shared]  # [shared]: the next token's
+            forwards += 1
+            self.cached.extend(new)
+            token, row, confidence = self._choose(logits)
+            if tokens and confidence < self.config.min_confidence:
+                break  # the draft model doubts its own next token: stop here (keep at least one)
+            tokens.append(token)
+            if row is not None:
+                rows.append(row)
+            new = [token]
+        self.forwards += forwards
+        probs = torch.stack(rows) if rows else None  # [len(tokens), vocab_size] under sampling
+        return Draft(tokens=tuple(tokens), probs=probs, source="draft-model", forwards=forwards)
+
+    def _choose(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None, float]:
+        """(token, its processed distribution at the target's width or None, confidence)."""
+        if self.sampling.greedy:
+            top = torch.softmax(logits.float(), dim=-1).max()
+            return int(logits.argmax()), None, float(top)
+        p = probs_from_logits(logits[None], self.sampling)[0]  # [shared]
+        row = torch.zeros(self.vocab_size)  # [vocab_size]
+        row[: self.shared] = p
+        return sample(row, self.rng), row, float(p.max())
+
+    def observe(self, context: Sequence[int], verdict: Verdict) -> None:
+        keep = 0
+        limit = min(len(self.cached), len(context) - 1)  # the last context token is never cached
+        while keep < limit and self.cached[keep] == context[keep]:
+            keep += 1
+        if keep < len(self.cached):
+            self.runner.rollback(keep)
+            del self.cached[keep:]
+        if self.config.k is None and verdict.draft.source == "draft-model":
+            c = self.config
+            full = verdict.accepted == len(verdict.draft)
+            self.k = max(c.min_length, min(c.max_length, self.k + 2 if full else self.k - 1))
+
+
+def check_vocabularies(target: Mapping[str, int], draft: Mapping[str, int], target_name: str = "target",
+                       draft_name: str = "draft") -> None:
+    """Refuse a draft model whose tokenizer maps any token text to a different id than the target's.
+
+    Vocabularies must be identical; logits widths may differ (padding rows past the vocabulary).
+    """
+    if target == draft:
+        return
+    only_target = sorted(set(target) - set(draft))
+    only_draft = sorted(set(draft) - set(target))
+    moved = sorted(t for t in set(target) & set(draft) if target[t] != draft[t])
+    detail = []
+    if only_target:
+        detail.append(f"{len(only_target)} token(s) only in {target_name}'s (e.g. {only_target[:3]})")
+    if only_draft:
+        detail.append(f"{len(only_draft)} token(s) only in {draft_name}'s (e.g. {only_draft[:3]})")
+    if moved:
+        detail.append(f"{len(moved)} token(s) with different ids (e.g. {moved[:3]})")
+    raise UnsupportedModelError(
+        f"the draft model {draft_name!r} does not share the tokenizer of {target_name!r}: " + "; ".join(detail)
+        + ". A draft model must use the same vocabulary as the target (e.g. qwen2.5-coder-0.5b for qwen2.5-coder-1.5b)"
+    )

@@ -1,0 +1,334 @@
+"""The draft-model drafter: exact under greedy decoding whatever the draft model is, its cache kept
+in step with the context, lossless under sampling, and refused when its vocabulary differs.
+
+Greedy ground truth is transformers' own generate on the target. Draft models: the target itself
+(always right), a int8 copy of it (almost always right), a perturbed copy (partly right), an
+unrelated random model, a scripted model that is always wrong, and one with padding rows.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+import quickdraft
+from conftest import VOCAB, MarkovRunner, reference_greedy, tiny_model
+from test_exactness import N, letters, prompt_of, run
+from test_sampling import chi2_critical
+from quickdraft.api import Generator
+from quickdraft.core import Stats
+from quickdraft.drafters.base import FirstOf
+from quickdraft.drafters.draft_model import DraftModelConfig, DraftModelDrafter, check_vocabularies
+from quickdraft.drafters.prediction import PredictionDrafter
+from quickdraft.engine import Limits, generate
+from quickdraft.errors import QuickdraftError, UnsupportedModelError
+from quickdraft.runners import ScriptedRunner
+from quickdraft.runners.hf import HFRunner, quantize_for_drafting
+from quickdraft.sampling import SamplingParams, probs_from_logits
+from quickdraft.stopping import StopStrings
+from quickdraft.tokenizer import ByteTokenizer
+
+
+def drafter(model_or_runner, config=DraftModelConfig(), sampling=SamplingParams(), vocab=VOCAB):
+    runner = model_or_runner if hasattr(model_or_runner, "rollback") else HFRunner(model_or_runner)
+    return DraftModelDrafter(runner, vocab, sampling, config)
+
+
+def perturbed(model, scale: float, seed: int = 3):
+    other = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale * p.std())
+    return other
+
+
+CONFIGS = {"adaptive": DraftModelConfig(), "k=1": DraftModelConfig(k=1), "k=5, no cutoff": DraftModelConfig(k=5, min_confidence=0)}
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("prompt_len", [1, 7, 300])
+def test_target_as_its_own_draft_is_always_right(tiny, config, prompt_len):
+    prompt = prompt_of(prompt_len)
+    ref = reference_greedy(tiny, prompt, N)
+    stats = Stats()
+    out, steps = run(tiny, prompt, drafter(tiny, CONFIGS[config]), stats=stats)
+    assert out == ref
+    assert stats.rejected_prediction_tokens == 0  # a draft cache out of step would propose wrong tokens
+    assert stats.draft_forwards >= stats.draft_tokens  # one forward per drafted token at least
+    if config != "k=1":
+        assert len(steps) < N // 2
+
+
+def test_int8_copy_drafts_exactly(tiny):
+    prompt = prompt_of(9, seed=1)
+    ref = reference_greedy(tiny, prompt, N)
+    stats = Stats()
+    int8 = quantize_for_drafting(copy.deepcopy(tiny), "int8")
+    out, _ = run(tiny, prompt, drafter(int8, DraftModelConfig(k=4, min_confidence=0)), stats=stats)
+    assert out == ref
+    assert stats.accepted_prediction_tokens > 2 * stats.rejected_prediction_tokens  # it mostly agrees
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_partly_right_draft_model(tiny, config):
+    prompt = prompt_of(7, seed=2)
+    ref = reference_greedy(tiny, prompt, N)
+    stats = Stats()
+    out, _ = run(tiny, prompt, drafter(perturbed(tiny, 0.35), CONFIGS[config]), stats=stats)
+    assert out == ref
+    assert stats.accepted_prediction_tokens > 0 and stats.rejected_prediction_tokens > 0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_unrelated_random_draft_model(tiny, seed):
+    prompt = prompt_of(7, seed=3)
+    ref = reference_greedy(tiny, prompt, N)
+    out, _ = run(tiny, prompt, drafter(tiny_model("llama", seed=seed)))
+    assert out == ref
+
+
+def test_always_wrong_draft_model(tiny):
+    prompt = prompt_of(7, seed=4)
+    ref = reference_greedy(tiny, prompt, N)
+    wrong = [t for t in range(VOCAB) if t not in ref][:1] * (len(prompt) + 2 * N)
+    stats = Stats()
+    out, _ = run(tiny, prompt, drafter(ScriptedRunner(wrong, VOCAB, eos=wrong[0]), DraftModelConfig(min_confidence=0)),
+                 stats=stats)
+    assert out == ref
+    assert stats.accepted_prediction_tokens == 0 and stats.rejected_prediction_tokens > 0
+
+
+def test_draft_model_with_padding_rows(tiny):
+    # A draft whose logits are wider than the target's (padding rows past the shared vocabulary).
+    torch.manual_seed(5)
+    wide = LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB + 32, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, initializer_range=0.3)).eval()
+    prompt = prompt_of(7, seed=5)
+    ref = reference_greedy(tiny, prompt, N)
+    d = drafter(wide)
+    out, _ = run(tiny, prompt, d)
+    assert out == ref
+    params = SamplingParams(temperature=1.0, seed=0)
+    d = drafter(wide, sampling=params)
+    d.begin(prompt)
+    draft = d.propose(prompt, 3)
+    assert draft.probs.shape == (len(draft), VOCAB)  # the target's width
+    assert torch.allclose(draft.probs.sum(-1), torch.ones(len(draft)))
+
+
+def test_drafts_are_the_draft_models_own_greedy_continuation(tiny):
+    """Slow reference: every draft equals what the draft model alone generates from that context, also
+    when another drafter (a prediction, first in the chain) proposed the steps in between."""
+    draft_model = perturbed(tiny, 0.5)
+    prompt = prompt_of(6, seed=6)
+    ref = reference_greedy(tiny, prompt, N)
+    inner = drafter(draft_model, DraftModelConfig(k=4, min_confidence=0))
+    checked = []
+
+    class Checking:
+        def begin(self, p):
+            inner.begin(p)
+
+        def propose(self, context, budget):
+            d = inner.propose(context, budget)
+            if len(d):
+                assert list(d.tokens) == reference_greedy(draft_model, list(context), len(d))
+                checked.append(len(d))
+            return d
+
+        def observe(self, context, verdict):
+            inner.observe(context, verdict)
+
+    prediction = ref[:10] + [(t + 1) % VOCAB for t in ref[10:20]] + ref[20:30]
+    out, _ = run(tiny, prompt, FirstOf([PredictionDrafter(prediction), Checking()]))
+    assert out == ref
+    assert len(checked) >= 3
+
+
+def test_eos_and_stop_strings_inside_draft_blocks(tiny):
+    prompt = prompt_of(7, seed=7)
+    ref = reference_greedy(tiny, prompt, N)
+    eos = ref[N // 2]
+    out, steps = run(tiny, prompt, drafter(tiny), eos={eos})
+    assert out == ref[: ref.index(eos)] and steps[-1].finish_reason == "stop"
+
+    text = letters(ref)
+    stop = text[len(text) // 2 - 2 : len(text) // 2 + 2]
+    keep = next(i for i in range(1, N + 1) if len(letters(ref[:i])) >= text.index(stop) + len(stop))
+    out, steps = run(tiny, prompt, drafter(tiny), stop_check=StopStrings([stop], letters))
+    assert out == ref[:keep] and steps[-1].finish_reason == "stop"
+
+
+def test_token_and_context_limits(tiny):
+    prompt = prompt_of(20, seed=9)
+    ref = reference_greedy(tiny, prompt, N)
+    for n in (1, 2, 17):
+        out, steps = run(tiny, prompt, drafter(tiny), n=n)
+        assert out == ref[:n] and steps[-1].finish_reason == "length"
+    steps = list(generate(HFRunner(tiny, max_context=30), prompt, Limits(N), drafter(HFRunner(tiny, max_context=30))))
+    assert [t for s in steps for t in s.tokens] == ref[:10] and steps[-1].finish_reason == "length"
+
+
+def test_adaptive_length_grows_and_shrinks():
+    script = list(range(10, 60))
+    target = ScriptedRunner(script, 64, eos=0)
+    right = drafter(ScriptedRunner(script, 64, eos=0), DraftModelConfig(initial=4, max_length=8, min_confidence=0), vocab=64)
+    steps = list(generate(target, [1, 2], Limits(40), right))
+    assert [len(s.verdict.draft) for s in steps[:4]] == [4, 6, 8, 8]  # +2 after each fully accepted draft
+    wrong = drafter(ScriptedRunner([63] * 80, 64, eos=0), DraftModelConfig(initial=4, min_confidence=0), vocab=64)
+    steps = list(generate(ScriptedRunner(script, 64, eos=0), [1, 2], Limits(10), wrong))
+    assert [len(s.verdict.draft) for s in steps[:5]] == [4, 3, 2, 1, 1]  # -1 after each cut-short draft
+
+
+# -- sampling ---------------------------------------------------------------------------------------
+
+
+def test_draft_probs_are_the_processed_draft_distribution(tiny):
+    params = SamplingParams(temperature=0.7, top_k=10, seed=1)
+    other = tiny_model("qwen2", seed=4)
+    d = drafter(other, DraftModelConfig(k=3, min_confidence=0), params)
+    prompt = prompt_of(5, seed=10)
+    d.begin(prompt)
+    draft = d.propose(prompt, 3)
+    ref_runner = HFRunner(other)
+    ref_runner.reset()
+    logits = ref_runner.forward(prompt + list(draft.tokens[:-1]))[len(prompt) - 1 :]  # [3, V]
+    assert torch.allclose(draft.probs, probs_from_logits(logits, params), atol=1e-5)
+    assert all(draft.probs[i, t] > 0 for i, t in enumerate(draft.tokens))
+
+
+@pytest.mark.parametrize("draft_kind", ["close", "far"])
+def test_joint_distribution_of_three_tokens_with_a_draft_model(draft_kind):
+    """Whole engine, sampled, with a draft model of its own distribution: the first three tokens follow
+    the exact joint distribution of plain sampling from the target (chi-square, significance 1e-4)."""
+    g = torch.Generator().manual_seed(5)
+    V = 4
+    table = torch.randn(V, V, generator=g) * 1.5  # [V, V] target logits given the current token
+    noise = torch.randn(V, V, generator=g) * (0.3 if draft_kind == "close" else 3.0)
+    params = SamplingParams(temperature=0.9, top_k=3)
+    step = probs_from_logits(table, params)  # [V, V]
+    prompt = [0, 1, 2, 3, 1]
+    truth = torch.zeros(V, V, V)
+    for a in range(V):
+        for b in range(V):
+            truth[a, b] = step[prompt[-1], a] * step[a, b] * step[b]
+    counts = torch.zeros(V, V, V)
+    n = 3000
+    accepted = 0
+    for seed in range(n):
+        s = SamplingParams(temperature=0.9, top_k=3, seed=seed)
+        d = DraftModelDrafter(MarkovRunner(table + noise), V, s, DraftModelConfig(k=3, min_confidence=0))
+        stats = Stats()
+        out = [t for st in generate(MarkovRunner(table), prompt, Limits(3), d, stats=stats, sampling=s) for t in st.tokens]
+        counts[out[0], out[1], out[2]] += 1
+        accepted += stats.accepted_prediction_tokens
+    support = truth.flatten() > 0
+    assert counts.flatten()[~support].sum() == 0
+    expected = truth.flatten()[support] * n
+    stat = float(((counts.flatten()[support] - expected) ** 2 / expected).sum())
+    assert stat < chi2_critical(int(support.sum()) - 1)
+    assert accepted > n // 2  # drafts were really used
+
+
+def test_sampled_run_is_reproducible_with_a_seed(tiny):
+    prompt = prompt_of(5, seed=12)
+    other = perturbed(tiny, 0.3)
+
+    def once(seed):
+        s = SamplingParams(temperature=0.8, seed=seed)
+        return [t for st in generate(HFRunner(tiny), prompt, Limits(20), drafter(other, sampling=s), sampling=s)
+                for t in st.tokens]
+
+    assert once(3) == once(3)
+    assert len({tuple(once(s)) for s in range(4)}) > 1
+
+
+# -- vocabulary check, API and CLI ------------------------------------------------------------------------
+
+
+def test_check_vocabularies():
+    check_vocabularies({"a": 0, "b": 1}, {"a": 0, "b": 1})
+    with pytest.raises(UnsupportedModelError, match=r"1 token\(s\) only in 'draft'.*does not share|with different ids"):
+        check_vocabularies({"a": 0, "b": 1}, {"a": 0, "b": 2, "c": 1}, "target", "draft")
+    with pytest.raises(UnsupportedModelError, match="does not share the tokenizer"):
+        check_vocabularies({"a": 0, "b": 1}, {"a": 1, "b": 0})
+
+
+def test_api_draft_model_drafter():
+    tok = ByteTokenizer()
+    script = tok.encode("speculative decoding, exactly")
+    gen = Generator(ScriptedRunner(script, 257, tok.eos, max_context=128), tok,
+                    draft_runner=ScriptedRunner(script, 257, tok.eos, max_context=128))
+    r = gen.generate("hi")  # auto: the draft model when there is no prediction
+    assert r.text == "speculative decoding, exactly"
+    assert r.stats.by_source["draft-model"][0] == r.stats.accepted_prediction_tokens > 20
+    assert gen.generate("hi", drafter="draft-model", draft=DraftModelConfig(k=2)).text == r.text
+    assert gen.generate("hi", prediction="speculative").stats.by_source.keys() == {"prediction"}
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"drafter": "draft-model"}, "needs a draft model"),
+        ({"draft": {"k": 3}}, "draft must be a DraftModelConfig"),
+    ],
+)
+def test_api_bad_draft_options(options, message):
+    tok = ByteTokenizer()
+    gen = Generator(ScriptedRunner(tok.encode("abc"), 257, tok.eos), tok)
+    with pytest.raises(QuickdraftError, match=message):
+        gen.stream("hi", **options)
+    assert gen.runner.passes == 0
+
+
+@pytest.mark.parametrize("kwargs,message", [({"k": 0}, "positive integer or 'auto'"), ({"min_confidence": 1.0}, "min_confidence"),
+                                            ({"initial": 40}, "min_length <= initial <= max_length")])
+def test_bad_draft_model_config(kwargs, message):
+    with pytest.raises(QuickdraftError, match=message):
+        DraftModelConfig(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def other_tokenizer_folder(tiny_folder, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("other-tokenizer")
+    tok = AutoTokenizer.from_pretrained(tiny_folder)
+    tok.add_tokens(["<extra>"])
+    tok.save_pretrained(folder)
+    LlamaForCausalLM.from_pretrained(tiny_folder).save_pretrained(folder)
+    return folder
+
+
+def test_load_refuses_a_draft_model_with_another_vocabulary(tiny_folder, other_tokenizer_folder):
+    with pytest.raises(UnsupportedModelError, match="only in .*<extra>"):
+        quickdraft.load(str(tiny_folder), draft_model=str(other_tokenizer_folder))
+    with pytest.raises(QuickdraftError, match="draft_precision must be one of int8, fp32"):
+        quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), draft_precision="fp16")
+
+
+def test_cli_with_a_draft_model(tiny_folder, capsys):
+    from test_api_cli import run_cli
+
+    code, out, err = run_cli(capsys, "generate", "--model", str(tiny_folder), "--draft-model", str(tiny_folder),
+                             "--draft-precision", "fp32", "--max-new-tokens", "30", "--json", "--compare", "zzz")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["compare"]["identical"] is True and len(doc["token_ids"]) == 30
+    assert doc["stats"]["by_source"]["draft-model"] == {"accepted": sum(doc["from_draft"]), "rejected": 0}
+    assert doc["stats"]["draft_forwards"] > 0
+    code, _, err = run_cli(capsys, "generate", "--model", str(tiny_folder), "--draft-length", "0", "abc")
+    assert code == 2 and "positive integer or 'auto'" in err
+    code, _, err = run_cli(capsys, "generate", "--model", str(tiny_folder), "--drafter", "draft-model", "abc")
+    assert code == 2 and "needs a draft model" in err
+
+
+def test_making_a_drafter_leaves_the_shared_draft_runner_alone():
+    # The server builds the next request's drafter while another generation is running.
+    runner = ScriptedRunner(list(range(10, 30)), 64, eos=0)
+    runner.prefill([1, 2, 3])
+    DraftModelDrafter(runner, 64, SamplingParams(temperature=1.0, seed=1))
+    assert runner.length == 3
