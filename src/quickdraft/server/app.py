@@ -1,0 +1,375 @@
+"""The OpenAI-compatible HTTP server: routes, error objects, streaming, and the bridge to the worker.
+
+    POST /v1/chat/completions   POST /v1/completions   GET /v1/models[/{id}]   GET /metrics   GET /health
+
+A request goes: bearer key (when one is set) -> body (size limit, JSON, schema) -> model name ->
+unsupported parameters -> one `Generator.stream(...)` call, which validates everything else (prompt
+over the context, drafter and prediction) before any model work -> the worker's queue (full: 429)
+-> events from the worker thread, as one JSON response or as server-sent events ending in
+`data: [DONE]`. Every failure is an OpenAI error object {"error": {message, type, param, code}}.
+
+Nothing here runs the model on the event loop: request preparation (tokenising) runs on a helper
+thread and generation on the worker thread, so /health answers while a generation runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+
+from ..api import Generator, Stream
+from ..errors import QuickdraftError
+from .metrics import Metrics
+from .schemas import (COMPLETIONS_DEFAULT_MAX_TOKENS, ChatCompletionRequest, CompletionRequest, ResponseIds,
+                      UnsupportedParameter, json_type, BaseRequest, error_body, generation_options, refuse_unsupported)
+from .worker import Job, QueueFull, Worker
+
+ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/metrics", "/health")
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+DRAIN_LIMIT = 64 << 20  # an oversized body is read (and dropped) up to this much, so the client sees the 413
+CLIENT_GONE = 499  # nginx's "client closed request": recorded in the metrics, never seen by anyone
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    max_queue: int = 64  # requests waiting behind the running one; one more gets 429 + Retry-After
+    request_timeout: float = 600.0  # seconds from arrival to the last token, queue wait included
+    max_body_bytes: int = 8 << 20  # larger request bodies get 413
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_queue, int) or self.max_queue < 1:
+            raise QuickdraftError(f"max_queue must be an integer >= 1; got {self.max_queue!r}")
+        if not isinstance(self.request_timeout, (int, float)) or not self.request_timeout > 0:
+            raise QuickdraftError(f"request_timeout must be a number of seconds > 0; got {self.request_timeout!r}")
+        if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1024:
+            raise QuickdraftError(f"max_body_bytes must be an integer >= 1024; got {self.max_body_bytes!r}")
+
+
+class ApiError(Exception):
+    """Answered as an OpenAI error object with this status."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.headers = status, headers
+        self.body = error_body(message, type_, param, code)
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body, status_code=self.status, headers=self.headers)
+
+
+def create_app(generator: Generator, *, model_name: str, api_key: str | None = None, max_queue: int = 64,
+               request_timeout: float = 600.0, max_body_bytes: int = 8 << 20) -> FastAPI:
+    """The ASGI app serving `generator` as `model_name`; run it with uvicorn (see cli.cmd_serve).
+
+    api_key: when set, every route but /health needs `Authorization: Bearer <api_key>`.
+    """
+    limits = ServerLimits(max_queue, request_timeout, max_body_bytes)
+    metrics = Metrics()
+    service = Service(generator, model_name, limits, metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        service.worker.start()
+        yield
+        service.close()
+
+    app = FastAPI(title="quickdraft", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.service = service
+    app.add_middleware(CountResponses, metrics=metrics)
+    app.add_exception_handler(ApiError, lambda request, e: e.response())
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, lambda request, e: ApiError(400, str(e)).response())
+    app.add_exception_handler(Exception, lambda request, e: ApiError(
+        500, "The server had an error while processing your request.", "server_error").response())
+    auth = [Depends(_bearer_check(api_key))]
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model_name, "queued": service.worker.queued,
+                "running": service.worker.running is not None}
+
+    @app.get("/v1/models", dependencies=auth)
+    async def list_models() -> dict[str, Any]:
+        return {"object": "list", "data": [service.model_card()]}
+
+    @app.get("/v1/models/{model_id:path}", dependencies=auth)
+    async def get_model(model_id: str) -> dict[str, Any]:
+        service.check_model(model_id)
+        return service.model_card()
+
+    @app.get("/metrics", dependencies=auth)
+    async def prometheus() -> PlainTextResponse:
+        text = metrics.render(queued=service.worker.queued, running=service.worker.running is not None)
+        return PlainTextResponse(text, media_type=PROMETHEUS_TEXT)
+
+    @app.post("/v1/chat/completions", dependencies=auth)
+    async def chat_completions(request: Request) -> Response:
+        arrived = time.monotonic()
+        req = await service.parse(request, ChatCompletionRequest)
+        return await service.complete(request, req, [m.as_dict() for m in req.messages], arrived=arrived)
+
+    @app.post("/v1/completions", dependencies=auth)
+    async def completions(request: Request) -> Response:
+        arrived = time.monotonic()
+        req = await service.parse(request, CompletionRequest)
+        return await service.complete(request, req, req.prompt, arrived=arrived)
+
+    return app
+
+
+class Service:
+    """What the routes share: the generator, the worker in front of it, limits and metrics."""
+
+    def __init__(self, generator: Generator, model_name: str, limits: ServerLimits, metrics: Metrics):
+        self.generator, self.model_name, self.limits, self.metrics = generator, model_name, limits, metrics
+        self.worker = Worker(limits.max_queue, on_finish=metrics.record_generation)
+        self.prepare = ThreadPoolExecutor(1, thread_name_prefix="quickdraft-prepare")  # tokenising, off the loop
+        self.created = int(time.time())
+
+    def close(self) -> None:
+        self.worker.stop()
+        self.prepare.shutdown(wait=False, cancel_futures=True)
+
+    def model_card(self) -> dict[str, Any]:
+        return {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "quickdraft"}
+
+    def check_model(self, name: str) -> None:
+        if name != self.model_name:
+            raise ApiError(404, f"The model '{name}' does not exist; this server serves '{self.model_name}'.",
+                           param="model", code="model_not_found")
+
+    async def parse(self, request: Request, schema: type[BaseRequest]) -> Any:
+        body = await self._read_body(request)
+        try:
+            return schema.model_validate_json(body)
+        except ValidationError as e:
+            raise _validation_error(e) from None
+
+    async def _read_body(self, request: Request) -> bytes:
+        limit = self.limits.max_body_bytes
+        pieces, size = [], 0
+        try:
+            async for piece in request.stream():
+                size += len(piece)
+                if size <= limit:
+                    pieces.append(piece)
+                elif size > DRAIN_LIMIT:
+                    break
+        except ClientDisconnect:
+            raise ApiError(400, "The client disconnected while sending the request body.") from None
+        if size > limit:
+            raise ApiError(413, f"The request body is larger than this server's limit of {limit} bytes "
+                           "(--max-body-bytes).", code="request_too_large")
+        return b"".join(pieces)
+
+    async def complete(self, request: Request, req: Any, prompt: Any, *, arrived: float) -> Response:
+        """Serve one chat or completions request: validate, queue, and answer (JSON or SSE)."""
+        chat = isinstance(req, ChatCompletionRequest)
+        self.check_model(req.model)
+        try:
+            refuse_unsupported(req)
+        except UnsupportedParameter as e:
+            raise ApiError(400, e.message, param=e.param, code="unsupported_parameter") from None
+        default_max = self.generator.runner.max_context if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
+        try:
+            options = generation_options(req, default_max_tokens=default_max)
+            start = functools.partial(self.generator.stream, prompt, chat=None if chat else False, **options)
+            stream = await asyncio.get_running_loop().run_in_executor(self.prepare, start)
+        except QuickdraftError as e:  # everything Generator.stream checks, before any model work
+            raise ApiError(400, str(e)) from None
+
+        try:
+            run = Run(self.worker, request, stream, deadline=arrived + self.limits.request_timeout)
+        except QueueFull:
+            raise ApiError(429, f"The server is busy: {self.worker.max_queue} requests are already waiting for the "
+                           "model. Retry after a few seconds.", "requests", code="rate_limit_exceeded",
+                           headers={"Retry-After": str(self.metrics.retry_after())}) from None
+        ids = ResponseIds(chat, self.model_name)
+        try:
+            first = await run.next()  # errors before the first token still get a proper status
+        except BaseException:
+            run.close()
+            raise
+        if not req.stream:
+            try:
+                kind, value = first
+                while kind == "chunk":
+                    kind, value = await run.next()
+            finally:
+                run.close()
+            if kind == "disconnected":
+                return Response(status_code=CLIENT_GONE)
+            return JSONResponse(ids.completion(value))
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        return StreamingResponse(_sse(run, ids, first, include_usage), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+class Run:
+    """The event-loop side of one Job: its event queue, its deadline, and a watch for the client leaving."""
+
+    def __init__(self, worker: Worker, request: Request, stream: Stream, deadline: float):
+        loop = asyncio.get_running_loop()
+        self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def deliver(kind: str, value: Any) -> None:  # on the worker thread
+            try:
+                loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
+            except RuntimeError:  # the event loop is closed: nobody will read this
+                self.job.cancelled.set()
+
+        self.worker = worker
+        self.job = Job(stream, deliver, deadline)
+        worker.submit(self.job)  # QueueFull when the queue is full
+        self._watch = asyncio.create_task(self._watch_disconnect(request.receive))
+
+    async def _watch_disconnect(self, receive: Callable[[], Any]) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.worker.cancel(self.job)  # frees the model after the current step
+        self.events.put_nowait(("disconnected", None))
+
+    async def next(self) -> tuple[str, Any]:
+        """("chunk", Chunk), ("done", Result) or ("disconnected", None); ApiError on a timeout or a failure."""
+        try:
+            async with asyncio.timeout(max(0.0, self.job.deadline - time.monotonic())):
+                kind, value = await self.events.get()
+        except TimeoutError:
+            kind, value = "timeout", None
+        if kind == "timeout":
+            self.worker.cancel(self.job, "timeout")
+            raise ApiError(504, "The request did not finish within the server's time limit (--request-timeout); "
+                           "ask for fewer tokens or retry later.", "timeout", code="request_timeout")
+        if kind == "error":
+            raise ApiError(500, f"The model failed while generating: {type(value).__name__}: {value}", "server_error")
+        return kind, value
+
+    def close(self) -> None:
+        self._watch.cancel()
+        self.worker.cancel(self.job)  # a no-op once the job is done
+
+
+async def _sse(run: Run, ids: ResponseIds, first: tuple[str, Any], include_usage: bool) -> AsyncIterator[bytes]:
+    """Server-sent events: the chunks, a closing chunk with finish_reason, usage if asked, [DONE]."""
+
+    def event(obj: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+    try:
+        if ids.chat:
+            yield event(ids.chunk("", role=True, with_usage_field=include_usage))
+        kind, value = first
+        while True:
+            if kind == "disconnected":
+                return
+            if kind == "chunk" and value.text:
+                yield event(ids.chunk(value.text, with_usage_field=include_usage))
+            elif kind == "done":
+                yield event(ids.chunk(None, value.finish_reason, with_usage_field=include_usage))
+                if include_usage:
+                    yield event(ids.usage_chunk(value.stats))
+                break
+            try:
+                kind, value = await run.next()
+            except ApiError as e:  # headers are sent: the error goes in the stream
+                yield event(e.body)
+                break
+        yield b"data: [DONE]\n\n"
+    finally:
+        run.close()
+
+
+def _param(loc: tuple[Any, ...]) -> str:
+    """('messages', 0, 'content') -> 'messages[0].content'"""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+_EXPECTED = {"int_type": "an integer", "float_type": "a number", "string_type": "a string", "bool_type": "a boolean",
+             "list_type": "an array", "model_type": "an object", "dict_type": "an object"}
+
+
+def _validation_error(e: ValidationError) -> ApiError:
+    err = e.errors(include_url=False)[0]
+    kind, loc, param = err["type"], err["loc"], _param(err["loc"])
+    if kind == "json_invalid":
+        return ApiError(400, f"We could not parse the JSON body of your request ({err['msg']}). "
+                        "The body must be a JSON object.", code="invalid_json")
+    if not loc:
+        return ApiError(400, f"The request body must be a JSON object; got {json_type(err['input'])}.",
+                        code="invalid_type")
+    if kind == "extra_forbidden":
+        return ApiError(400, f"Unrecognized request argument supplied: {param}", param=param, code="unknown_parameter")
+    if kind == "missing":
+        return ApiError(400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
+    if kind.endswith("_type"):
+        expected = _EXPECTED.get(kind, kind.removesuffix("_type").replace("_", " "))
+        return ApiError(400, f"Invalid type for '{param}': expected {expected}, but got {json_type(err['input'])} "
+                        "instead.", param=param, code="invalid_type")
+    message = err["msg"].removeprefix("Value error, ")
+    return ApiError(400, f"Invalid value for '{param}': {message}.", param=param, code="invalid_value")
+
+
+def _http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+    if e.status_code == 404:
+        message = f"Unknown request URL: {request.method} {request.url.path}."
+    elif e.status_code == 405:
+        message = f"Method {request.method} is not allowed for {request.url.path}."
+    else:
+        message = str(e.detail)
+    return ApiError(e.status_code, message, code="unknown_url" if e.status_code == 404 else None,
+                    headers=getattr(e, "headers", None)).response()
+
+
+def _bearer_check(api_key: str | None) -> Callable[[Request], Any]:
+    expected = api_key.encode() if api_key else None
+
+    async def require_key(request: Request) -> None:
+        if expected is None:
+            return
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        challenge = {"WWW-Authenticate": "Bearer"}
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "You didn't provide an API key: send it as 'Authorization: Bearer YOUR_KEY' "
+                           "(the openai client's api_key).", headers=challenge)
+        if not hmac.compare_digest(token.strip().encode(), expected):
+            raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key", headers=challenge)
+
+    return require_key
+
+
+class CountResponses:
+    """ASGI middleware: counts responses by route and status for /metrics."""
+
+    def __init__(self, app: Any, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        route = path if path in ROUTES else "/v1/models/{id}" if path.startswith("/v1/models/") else "other"
+
+        async def counting_send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                self.metrics.record_response(route, message["status"])
+            await send(message)
+
+        await self.app(scope, receive, counting_send)

@@ -1,0 +1,326 @@
+"""The wire formats of the OpenAI-compatible endpoints: request bodies in, response objects out.
+
+Requests are validated strictly, as OpenAI's service does: a string is not an integer, an unknown
+field is refused ("Unrecognized request argument supplied: foo"), and an OpenAI parameter this
+server does not implement is accepted only at the value that makes it a no-op (`logprobs: false`,
+`tools: []`, `presence_penalty: 0`, ...); any other value is refused by name. quickdraft's own options
+live in one extension object, `"quickdraft": {...}`, validated just as strictly.
+
+A request becomes exactly one `Generator.stream(prompt, **generation_options(...))` call.
+Defaults follow OpenAI: temperature 1, top_p 1; chat `max_tokens` defaults to the rest of the context,
+completions `max_tokens` to 16.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from ..api import DRAFTER_NAMES, Result
+from ..core import Stats
+from ..drafters.draft_model import DraftModelConfig
+from ..drafters.ngram import LookupConfig
+from ..sampling import SamplingParams
+
+STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+
+
+class UnsupportedParameter(Exception):
+    """A known OpenAI parameter set to a value this server does not implement (answered with 400)."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(message)
+        self.param = param
+        self.message = message
+
+
+# -- field types with their own messages ------------------------------------------------------------
+
+
+def json_type(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _text_or_parts(value: Any) -> Any:
+    """A string, or OpenAI's list of {"type": "text", "text": str} parts (kept as given)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        for i, part in enumerate(value):
+            ok = (isinstance(part, dict) and set(part) == {"type", "text"} and part["type"] == "text"
+                  and isinstance(part["text"], str))
+            if not ok:
+                kind = part.get("type") if isinstance(part, dict) else None
+                got = f"a part of type {kind!r}" if isinstance(kind, str) else json_type(part)
+                raise ValueError(f'part {i} must be a text part {{"type": "text", "text": "..."}} (only text is '
+                                 f"supported); got {got}")
+        return value
+    raise ValueError(f"expected a string or a list of text parts, got {json_type(value)}")
+
+
+def _stop(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        strings = [] if value is None else [value]
+    elif isinstance(value, list) and all(isinstance(s, str) for s in value):
+        strings = value
+    else:
+        raise ValueError(f"expected a string or a list of strings, got {json_type(value)}")
+    if any(s == "" for s in strings):
+        raise ValueError("stop strings must not be empty")
+    return value
+
+
+def _prompt(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        return value[0]
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        raise ValueError(f"a batch of {len(value)} prompts is not supported; send one prompt per request")
+    raise ValueError(f"expected a string (token-id prompts are not supported), got {json_type(value)}")
+
+
+TextContent = Annotated[Any, AfterValidator(_text_or_parts)]
+StopField = Annotated[Any, AfterValidator(_stop)]
+PromptField = Annotated[Any, AfterValidator(_prompt)]
+
+
+# -- request bodies ---------------------------------------------------------------------------------
+
+
+class Prediction(BaseModel):
+    """OpenAI's Predicted Outputs: the text the output is expected to be."""
+
+    model_config = STRICT
+    type: Literal["content"]
+    content: TextContent
+
+
+class StreamOptions(BaseModel):
+    model_config = STRICT
+    include_usage: bool | None = None  # a last chunk with `usage` (and empty `choices`)
+    include_obfuscation: bool | None = None  # accepted and ignored: this server adds no obfuscation padding
+
+
+class LookupOptions(BaseModel):
+    """Prompt-lookup drafter settings (quickdraft.LookupConfig)."""
+
+    model_config = STRICT
+    max_ngram: int = Field(LookupConfig.max_ngram, ge=1, le=64)
+    min_ngram: int = Field(LookupConfig.min_ngram, ge=1, le=64)
+    num_tokens: int = Field(LookupConfig.num_tokens, ge=1, le=1024)
+    single_match_tokens: int = Field(LookupConfig.single_match_tokens, ge=0, le=1024)
+    prefer: Literal["first", "latest"] = LookupConfig.prefer
+
+    def config(self) -> LookupConfig:
+        return LookupConfig(**self.model_dump())
+
+
+class QuickdraftOptions(BaseModel):
+    """The `"quickdraft"` extension object: options beyond OpenAI's (send it with the openai
+    client's `extra_body={"quickdraft": {...}}`)."""
+
+    model_config = STRICT
+    drafter: Literal[DRAFTER_NAMES] = "auto"  # type: ignore[valid-type]
+    policy: Literal["default", "openai"] = "default"  # prediction drafting policy
+    top_k: int = Field(0, ge=0)  # keep the k most likely tokens when sampling; 0: all
+    lookup: LookupOptions | None = None
+    draft_length: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"  # draft-model tokens per pass
+
+
+class BaseRequest(BaseModel):
+    """Fields common to /v1/chat/completions and /v1/completions."""
+
+    model_config = STRICT
+
+    model: str
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)  # default 1 (OpenAI's); 0: greedy, exact
+    top_p: float | None = Field(None, gt=0, le=1)  # default 1
+    stop: StopField = None
+    seed: int | None = Field(None, ge=-(2**63), lt=2**64)  # makes sampling reproducible
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    n: int | None = Field(None, ge=1)  # 1 only
+    user: str | None = None  # accepted and ignored (an end-user id, for abuse monitoring upstream)
+    prediction: Prediction | None = None
+    quickdraft: QuickdraftOptions | None = None
+    # OpenAI parameters this server does not implement: accepted only at their no-op values (NOOP below).
+    frequency_penalty: Any = None
+    presence_penalty: Any = None
+    logit_bias: Any = None
+
+
+class ChatMessage(BaseModel):
+    model_config = STRICT
+    role: Literal["system", "developer", "user", "assistant"]  # "developer" is passed on as "system"
+    content: TextContent
+    name: str | None = None  # accepted and ignored (chat templates have no place for it)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"role": "system" if self.role == "developer" else self.role, "content": self.content}
+
+
+class ChatCompletionRequest(BaseRequest):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1)  # the current name of max_tokens
+    logprobs: Any = None
+    top_logprobs: Any = None
+    tools: Any = None
+    tool_choice: Any = None
+    parallel_tool_calls: Any = None
+    functions: Any = None
+    function_call: Any = None
+    response_format: Any = None
+    modalities: Any = None
+    audio: Any = None
+    reasoning_effort: Any = None
+    verbosity: Any = None
+    web_search_options: Any = None
+    store: Any = None
+    metadata: Any = None
+    service_tier: Any = None
+    moderation: Any = None
+    prompt_cache_key: Any = None
+    prompt_cache_options: Any = None
+    prompt_cache_retention: Any = None
+    safety_identifier: Any = None
+
+
+class CompletionRequest(BaseRequest):
+    prompt: PromptField
+    logprobs: Any = None
+    echo: Any = None
+    suffix: Any = None
+    best_of: Any = None
+
+
+# Unimplemented OpenAI parameters, and the values at which they change nothing.
+NOOP: dict[str, tuple[Any, ...]] = {
+    "frequency_penalty": (0,), "presence_penalty": (0,), "logit_bias": ({},),
+    "logprobs": (False,), "top_logprobs": (0,), "tools": ([],), "tool_choice": ("none",),
+    "parallel_tool_calls": (), "functions": ([],), "function_call": ("none",),
+    "response_format": ({"type": "text"},), "modalities": (["text"],), "audio": (), "reasoning_effort": (),
+    "verbosity": (), "web_search_options": (), "store": (False,), "metadata": ({},), "service_tier": ("auto", "default"),
+    "moderation": (), "prompt_cache_key": (), "prompt_cache_options": (), "prompt_cache_retention": (),
+    "safety_identifier": (), "echo": (False,), "suffix": (), "best_of": (1,),
+}
+# What OpenAI's Predicted Outputs refuses to combine with a prediction (same check, OpenAI's reason).
+PREDICTION_REFUSES = {"n", "logprobs", "top_logprobs", "tools", "tool_choice", "functions", "function_call",
+                      "presence_penalty", "frequency_penalty", "audio", "modalities"}
+
+
+def _is_noop(value: Any, allowed: tuple[Any, ...]) -> bool:
+    # type() too: 0 == False in Python, but `logprobs: 0` is not `logprobs: false` in JSON.
+    return value is None or any(type(value) is type(a) and value == a for a in allowed)
+
+
+def refuse_unsupported(req: BaseRequest) -> None:
+    """Raise UnsupportedParameter for the first parameter set to something this server does not do."""
+    predicted = req.prediction is not None
+    if req.n is not None and req.n != 1:
+        why = "Predicted Outputs does not support n > 1" if predicted else "only n = 1 is supported"
+        raise UnsupportedParameter("n", f"Invalid value for 'n': {why}; send {req.n} requests instead.")
+    for name in type(req).model_fields:
+        if name in NOOP and not _is_noop(getattr(req, name), NOOP[name]):
+            if predicted and name in PREDICTION_REFUSES:
+                raise UnsupportedParameter(name, f"'{name}' is not supported with Predicted Outputs (prediction).")
+            raise UnsupportedParameter(name, f"'{name}' is not supported by this server (quickdraft); leave it unset.")
+    if req.stream_options is not None and not req.stream:
+        raise UnsupportedParameter("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+    if isinstance(req, ChatCompletionRequest) and req.max_tokens is not None and req.max_completion_tokens is not None:
+        raise UnsupportedParameter("max_tokens", "Give max_tokens or max_completion_tokens, not both "
+                                   "(max_completion_tokens is the current name).")
+
+
+def generation_options(req: BaseRequest, *, default_max_tokens: int) -> dict[str, Any]:
+    """The keyword arguments of the one Generator.stream call that serves this request."""
+    ext = req.quickdraft or QuickdraftOptions()
+    max_tokens = req.max_tokens
+    if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
+        max_tokens = req.max_completion_tokens
+    return dict(
+        prediction=None if req.prediction is None else req.prediction.content,
+        drafter=ext.drafter,
+        policy=ext.policy,
+        max_new_tokens=default_max_tokens if max_tokens is None else max_tokens,
+        stop=req.stop,
+        lookup=ext.lookup.config() if ext.lookup is not None else LookupConfig(),
+        draft=DraftModelConfig() if ext.draft_length == "auto" else DraftModelConfig(k=ext.draft_length),
+        sampling=SamplingParams(
+            temperature=1.0 if req.temperature is None else req.temperature,
+            top_p=1.0 if req.top_p is None else req.top_p,
+            top_k=ext.top_k,
+            seed=req.seed,
+        ),
+    )
+
+
+# -- responses ----------------------------------------------------------------------------------------
+
+
+def error_body(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def usage(stats: Stats) -> dict[str, Any]:
+    """OpenAI's usage object; the prediction counts have OpenAI's meaning (see core.Stats)."""
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
+        "total_tokens": stats.prompt_tokens + stats.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "accepted_prediction_tokens": stats.accepted_prediction_tokens,
+            "rejected_prediction_tokens": stats.rejected_prediction_tokens,
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+        },
+    }
+
+
+class ResponseIds:
+    """id / created / model shared by a response and all of its chunks."""
+
+    def __init__(self, chat: bool, model: str):
+        self.chat = chat
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.model = model
+
+    def _head(self, obj: str) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "system_fingerprint": None}
+
+    def completion(self, result: Result) -> dict[str, Any]:
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": result.text, "refusal": None},
+                      "logprobs": None, "finish_reason": result.finish_reason}
+        else:
+            choice = {"index": 0, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason}
+        body = self._head("chat.completion" if self.chat else "text_completion")
+        return {**body, "choices": [choice], "usage": usage(result.stats), "quickdraft": result.stats.as_dict()}
+
+    def chunk(self, text: str | None, finish_reason: str | None = None, *, role: bool = False,
+              with_usage_field: bool = False) -> dict[str, Any]:
+        """One streamed chunk; text None gives an empty delta (the closing chunk)."""
+        if self.chat:
+            delta: dict[str, Any] = {"role": "assistant"} if role else {}
+            if text is not None:
+                delta["content"] = text
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        else:
+            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+        body = {**self._head("chat.completion.chunk" if self.chat else "text_completion"), "choices": [choice]}
+        if with_usage_field:
+            body["usage"] = None
+        return body
+
+    def usage_chunk(self, stats: Stats) -> dict[str, Any]:
+        """The last chunk when stream_options.include_usage: no choices, the usage of the whole request."""
+        head = self._head("chat.completion.chunk" if self.chat else "text_completion")
+        return {**head, "choices": [], "usage": usage(stats), "quickdraft": stats.as_dict()}

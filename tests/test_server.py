@@ -1,0 +1,646 @@
+"""The OpenAI-compatible server, end to end: uvicorn on a free 127.0.0.1 port in a background thread,
+spoken to with the official `openai` client (and httpx where raw HTTP matters).
+
+Served output equals the library's (Generator.generate) for the same request; counts are exact on a
+scripted model; every bad request gets the right status and an OpenAI error object and the server
+stays up; many clients at once get their own complete answers, a client that leaves frees the model,
+a full queue answers 429, /health answers during a long generation.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import httpx
+import openai
+import pytest
+import torch
+import uvicorn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer as RawTokenizer
+from tokenizers import decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+import quickdraft
+from quickdraft import SamplingParams, cli
+from quickdraft.api import Generator
+from quickdraft.runners import ScriptedRunner
+from quickdraft.server import create_app
+from quickdraft.tokenizer import ByteTokenizer
+
+GREEDY = SamplingParams(temperature=0.0)
+PLAIN = {"quickdraft": {"drafter": "none"}}  # one token per pass: generation time is predictable
+SCRIPT = "hello world, hello again"
+
+
+# -- servers ------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def serving(generator: Generator, **options):
+    """Run create_app(generator) under uvicorn in a thread; yield its base URL."""
+    options.setdefault("model_name", "tiny")
+    app = create_app(generator, **options)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def client(url: str, key: str = "unused") -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    """A tiny random llama with a one-character-per-token tokenizer that has a chat template."""
+    folder = tmp_path_factory.mktemp("tiny-chat-model")
+    chars = [chr(c) for c in range(32, 127)] + ["\n"]
+    vocab = {"<eos>": 0, **{ch: i + 1 for i, ch in enumerate(chars)}}
+    raw = RawTokenizer(models.WordLevel(vocab, unk_token="<eos>"))
+    raw.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    raw.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>")
+    tok.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+    tok.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         initializer_range=0.3, eos_token_id=0, bos_token_id=None)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_folder) -> Generator:
+    """The same model loaded a second time: the library's answers, computed beside the server's."""
+    return quickdraft.load(str(tiny_folder), progress=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_url(tiny_folder):
+    with serving(quickdraft.load(str(tiny_folder), progress=False), max_body_bytes=64 << 10) as url:
+        yield url
+
+
+def scripted_generator(runner_cls=ScriptedRunner, script: str = SCRIPT, **kw) -> Generator:
+    tok = ByteTokenizer()
+    return Generator(runner_cls(tok.encode(script), 257, tok.eos, max_context=kw.pop("max_context", 64), **kw), tok)
+
+
+@pytest.fixture(scope="module")
+def scripted_url():
+    with serving(scripted_generator(), model_name="scripted") as url:
+        yield url
+
+
+def generations(url: str, key: str | None = None) -> dict[str, float]:
+    """quickdraft_generations_total by outcome, read from /metrics."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    text = httpx.get(url + "/metrics", headers=headers).text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("quickdraft_generations_total{"):
+            out[line.split('"')[1]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def read_stream(stream) -> tuple[str, str | None, object]:
+    """Text, finish_reason and usage of an openai stream of chunks."""
+    text, finish, usage = [], None, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            piece = choice.delta.content if hasattr(choice, "delta") else choice.text
+            text.append(piece or "")
+            finish = choice.finish_reason or finish
+    return "".join(text), finish, usage
+
+
+# -- same answers as the library ----------------------------------------------------------------------
+
+MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "say abc def"}]
+
+
+def _partly_right(text: str) -> str:
+    """The text with a few characters replaced in the middle: a prediction that is partly right."""
+    mid = len(text) // 2
+    return text[:mid] + "#~#" + text[mid + 3:]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("predicted", [False, True])
+def test_chat_equals_the_library(tiny_url, reference, stream, predicted):
+    plain = reference.generate(MESSAGES, drafter="none", max_new_tokens=24, sampling=GREEDY)
+    prediction = [{"type": "text", "text": _partly_right(plain.text)}] if predicted else None
+    expected = reference.generate(MESSAGES, prediction=prediction, max_new_tokens=24, sampling=GREEDY)
+    assert expected.text == plain.text
+    args = dict(model="tiny", messages=MESSAGES, max_completion_tokens=24, temperature=0)
+    if predicted:
+        args["prediction"] = {"type": "content", "content": prediction}
+    c = client(tiny_url)
+    if stream:
+        text, finish, usage = read_stream(c.chat.completions.create(**args, stream=True,
+                                                                    stream_options={"include_usage": True}))
+    else:
+        r = c.chat.completions.create(**args)
+        text, finish, usage = r.choices[0].message.content, r.choices[0].finish_reason, r.usage
+        assert r.object == "chat.completion" and r.model == "tiny" and r.choices[0].message.role == "assistant"
+    assert text == expected.text
+    assert finish == expected.finish_reason
+    s = expected.stats
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (
+        s.prompt_tokens, s.completion_tokens, s.prompt_tokens + s.completion_tokens)
+    details = usage.completion_tokens_details
+    assert details.accepted_prediction_tokens == s.accepted_prediction_tokens
+    assert details.rejected_prediction_tokens == s.rejected_prediction_tokens
+    if predicted:
+        assert s.accepted_prediction_tokens > 0 and s.rejected_prediction_tokens > 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("predicted", [False, True])
+def test_completions_equal_the_library(tiny_url, reference, stream, predicted):
+    prompt = "abc def ghi"
+    plain = reference.generate(prompt, chat=False, drafter="none", max_new_tokens=20, sampling=GREEDY)
+    prediction = _partly_right(plain.text) if predicted else None
+    expected = reference.generate(prompt, chat=False, prediction=prediction, max_new_tokens=20, sampling=GREEDY,
+                                  stop=plain.text[12:14])
+    args = dict(model="tiny", prompt=prompt, max_tokens=20, temperature=0, stop=[plain.text[12:14]])
+    if predicted:
+        args["extra_body"] = {"prediction": {"type": "content", "content": prediction}}
+    c = client(tiny_url)
+    if stream:
+        text, finish, usage = read_stream(c.completions.create(**args, stream=True,
+                                                               stream_options={"include_usage": True}))
+    else:
+        r = c.completions.create(**args)
+        text, finish, usage = r.choices[0].text, r.choices[0].finish_reason, r.usage
+    assert (text, finish) == (expected.text, expected.finish_reason)
+    assert usage.completion_tokens == expected.stats.completion_tokens
+    assert usage.completion_tokens_details.accepted_prediction_tokens == expected.stats.accepted_prediction_tokens
+    assert usage.completion_tokens_details.rejected_prediction_tokens == expected.stats.rejected_prediction_tokens
+
+
+def test_sampling_defaults_follow_openai_and_the_extension_is_used(tiny_url, reference):
+    """No temperature given: OpenAI's default 1 (sampled), reproducible with a seed; the extension
+    object's drafter and top_k reach the engine."""
+    expected = reference.generate("abc", chat=False, max_new_tokens=12, drafter="lookup",
+                                  sampling=SamplingParams(temperature=1.0, top_p=1.0, top_k=5, seed=7))
+    greedy = reference.generate("abc", chat=False, max_new_tokens=12, sampling=GREEDY)
+    r = client(tiny_url).completions.create(model="tiny", prompt="abc", max_tokens=12, seed=7,
+                                            extra_body={"quickdraft": {"drafter": "lookup", "top_k": 5}})
+    assert r.choices[0].text == expected.text != greedy.text
+    assert r.model_extra["quickdraft"]["target_passes"] == expected.stats.target_passes
+
+
+def test_scripted_counts_are_exact(scripted_url):
+    """Script "hello world, hello again" (one byte per token), prompt "hi".
+
+    policy openai, prediction "hello WORLD, hello again": the first pass drafts 16 tokens and the
+    model keeps "hello " (6) and corrects "W" -> "w": 6 accepted, 10 rejected; the openai policy
+    drafts again only after 32 agreeing tokens, which 24 never reach. 24 output tokens.
+    policy default, right prediction: pass 1 drafts 16 (all kept, bonus "l"), pass 2 the 7 left
+    (all kept, bonus EOS): 23 accepted, 0 rejected, 2 passes.
+    """
+    c = client(scripted_url)
+    cases = [({"type": "content", "content": "hello WORLD, hello again"}, "openai", 6, 10),
+             ({"type": "content", "content": [{"type": "text", "text": SCRIPT}]}, "default", 23, 0)]
+    for prediction, policy, accepted, rejected in cases:
+        body = {"prediction": prediction, "quickdraft": {"policy": policy}}
+        r = c.completions.create(model="scripted", prompt="hi", max_tokens=100, temperature=0, extra_body=body)
+        assert (r.choices[0].text, r.choices[0].finish_reason) == (SCRIPT, "stop")
+        assert (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens) == (2, 24, 26)
+        d = r.usage.completion_tokens_details
+        assert (d.accepted_prediction_tokens, d.rejected_prediction_tokens) == (accepted, rejected)
+        text, finish, usage = read_stream(c.completions.create(
+            model="scripted", prompt="hi", max_tokens=100, temperature=0, extra_body=body, stream=True,
+            stream_options={"include_usage": True}))
+        assert (text, finish, usage.completion_tokens) == (SCRIPT, "stop", 24)
+        d = usage.completion_tokens_details
+        assert (d.accepted_prediction_tokens, d.rejected_prediction_tokens) == (accepted, rejected)
+    r = c.completions.create(model="scripted", prompt="hi", max_tokens=5, temperature=0)
+    assert (r.choices[0].text, r.choices[0].finish_reason, r.usage.completion_tokens) == ("hello", "length", 5)
+    assert r.model_extra["quickdraft"]["target_passes"] == 5  # no prediction, nothing to look up: plain
+
+
+def test_raw_stream_shape(scripted_url):
+    """The chunks as bytes: a role chunk, content, an empty delta with finish_reason, usage, [DONE]."""
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    r = httpx.post(scripted_url + "/v1/chat/completions", json=body)
+    assert r.status_code == 400 and "chat template" in r.json()["error"]["message"]  # ByteTokenizer has none
+    body = {"model": "scripted", "prompt": "hi", "stream": True, "max_tokens": 100, "temperature": 0,
+            "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", scripted_url + "/v1/completions", json=body) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = [line for line in r.iter_lines() if line]
+    assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]"
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert len({c["id"] for c in chunks}) == 1 and all(c["object"] == "text_completion" for c in chunks)
+    assert "".join(c["choices"][0]["text"] for c in chunks[:-1]) == SCRIPT
+    assert [c["choices"][0]["finish_reason"] for c in chunks[:-1]][-1] == "stop"
+    assert all(c["usage"] is None for c in chunks[:-1])
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 24
+
+
+def test_models_health_metrics(tiny_url):
+    c = client(tiny_url)
+    assert [m.id for m in c.models.list().data] == ["tiny"]
+    assert c.models.retrieve("tiny").owned_by == "quickdraft"
+    with pytest.raises(openai.NotFoundError):
+        c.models.retrieve("gpt-4o")
+    assert httpx.get(tiny_url + "/health").json()["status"] == "ok"
+    text = httpx.get(tiny_url + "/metrics").text
+    for name in ("quickdraft_http_requests_total", "quickdraft_generations_total", "quickdraft_prompt_tokens_total",
+                 "quickdraft_completion_tokens_total", "quickdraft_accepted_prediction_tokens_total",
+                 "quickdraft_rejected_prediction_tokens_total", "quickdraft_accepted_tokens_per_pass",
+                 "quickdraft_request_duration_seconds_bucket", "quickdraft_time_to_first_token_seconds_count",
+                 "quickdraft_queue_wait_seconds_sum", "quickdraft_queue_depth"):
+        assert f"\n{name}" in text
+    before = generations(tiny_url)["done"]
+    c.completions.create(model="tiny", prompt="abc", max_tokens=3, temperature=0)
+    assert generations(tiny_url)["done"] == before + 1
+
+
+def test_bearer_key():
+    with serving(scripted_generator(), model_name="scripted", api_key="s3cret") as url:
+        assert httpx.get(url + "/health").status_code == 200  # no key needed
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
+            for method, path in (("GET", "/v1/models"), ("GET", "/metrics"), ("POST", "/v1/completions")):
+                r = httpx.request(method, url + path, headers=headers, json={})
+                assert r.status_code == 401, (headers, path)
+                assert r.json()["error"]["type"] == "invalid_request_error"
+        with pytest.raises(openai.AuthenticationError):
+            client(url, "wrong").completions.create(model="scripted", prompt="hi", max_tokens=2)
+        r = client(url, "s3cret").completions.create(model="scripted", prompt="hi", max_tokens=2, temperature=0)
+        assert r.choices[0].text == "he"
+        assert generations(url, "s3cret")["done"] == 1
+
+
+# -- bad input ------------------------------------------------------------------------------------------
+
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+OK_CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+OK_COMPLETION = {"model": "tiny", "prompt": "hi", "max_tokens": 4}
+PRED = {"type": "content", "content": "abc"}
+
+
+def _with(base: dict, **changes) -> dict:
+    body = {**base, **changes}
+    return {k: v for k, v in body.items() if v is not ...}
+
+
+BAD = [
+    # (path, body (dict, or raw bytes), status, param, words in the message)
+    (CHAT, b'{"model": "tiny", "messages": [', 400, None, "could not parse the JSON"),
+    (CHAT, b"\xff\xfe not json", 400, None, "could not parse the JSON"),
+    (CHAT, b"[1, 2]", 400, None, "must be a JSON object"),
+    (CHAT, b"", 400, None, "could not parse the JSON"),
+    (CHAT, _with(OK_CHAT, messages=...), 400, "messages", "Missing required parameter"),
+    (CHAT, _with(OK_CHAT, model=...), 400, "model", "Missing required parameter"),
+    (CHAT, _with(OK_CHAT, messages=[]), 400, "messages", "at least 1"),
+    (CHAT, _with(OK_CHAT, messages="hi"), 400, "messages", "Invalid type"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "user"}]), 400, "messages[0].content", "Missing required"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "robot", "content": "x"}]), 400, "messages[0].role", "Invalid value"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "tool", "content": "x"}]), 400, "messages[0].role", "Invalid value"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": 5}]), 400, "messages[0].content", "a string or a list"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
+     400, "messages[0].content", "only text is supported"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": "x", "tool_calls": []}]), 400,
+     "messages[0].tool_calls", "Unrecognized request argument"),
+    (CHAT, _with(OK_CHAT, max_tokens="5"), 400, "max_tokens", "expected an integer, but got a string"),
+    (CHAT, _with(OK_CHAT, max_tokens=0), 400, "max_tokens", "greater than or equal to 1"),
+    (CHAT, _with(OK_CHAT, max_tokens=2.5), 400, "max_tokens", "expected an integer"),
+    (CHAT, _with(OK_CHAT, max_completion_tokens=3), 400, "max_tokens", "not both"),
+    (CHAT, _with(OK_CHAT, temperature=3), 400, "temperature", "less than or equal to 2"),
+    (CHAT, _with(OK_CHAT, temperature="hot"), 400, "temperature", "expected a number"),
+    (CHAT, _with(OK_CHAT, top_p=0), 400, "top_p", "greater than 0"),
+    (CHAT, _with(OK_CHAT, stream="yes"), 400, "stream", "expected a boolean"),
+    (CHAT, _with(OK_CHAT, stop=[1]), 400, "stop", "a string or a list of strings"),
+    (CHAT, _with(OK_CHAT, stop=[""]), 400, "stop", "must not be empty"),
+    (CHAT, _with(OK_CHAT, seed=2**70), 400, "seed", "less than"),
+    (CHAT, _with(OK_CHAT, stream_options={"include_usage": True}), 400, "stream_options", "only allowed when 'stream'"),
+    (CHAT, _with(OK_CHAT, n=2), 400, "n", "only n = 1"),
+    (CHAT, _with(OK_CHAT, frobnicate=1), 400, "frobnicate", "Unrecognized request argument supplied: frobnicate"),
+    (CHAT, _with(OK_CHAT, model="gpt-4o"), 404, "model", "does not exist"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": "x" * 600}]), 400, None, "context holds 512"),
+    (CHAT, _with(OK_CHAT, logprobs=True), 400, "logprobs", "not supported by this server"),
+    (CHAT, _with(OK_CHAT, tools=[{"type": "function", "function": {"name": "f"}}]), 400, "tools", "not supported"),
+    (CHAT, _with(OK_CHAT, response_format={"type": "json_object"}), 400, "response_format", "not supported"),
+    (CHAT, _with(OK_CHAT, prediction=PRED, n=2), 400, "n", "Predicted Outputs does not support n > 1"),
+    (CHAT, _with(OK_CHAT, prediction=PRED, logprobs=True), 400, "logprobs", "not supported with Predicted Outputs"),
+    (CHAT, _with(OK_CHAT, prediction=PRED, tools=[{"type": "function"}]), 400, "tools", "with Predicted Outputs"),
+    (CHAT, _with(OK_CHAT, prediction=PRED, presence_penalty=0.5), 400, "presence_penalty", "with Predicted Outputs"),
+    (CHAT, _with(OK_CHAT, prediction=PRED, frequency_penalty=1), 400, "frequency_penalty", "with Predicted Outputs"),
+    (CHAT, _with(OK_CHAT, prediction={"type": "content", "content": 7}), 400, "prediction.content", "a string or a list"),
+    (CHAT, _with(OK_CHAT, prediction={"type": "text", "content": "x"}), 400, "prediction.type", "Invalid value"),
+    (CHAT, _with(OK_CHAT, prediction="abc"), 400, "prediction", "expected an object"),
+    (CHAT, _with(OK_CHAT, quickdraft={"drafter": "magic"}), 400, "quickdraft.drafter", "Invalid value"),
+    (CHAT, _with(OK_CHAT, quickdraft={"speed": 11}), 400, "quickdraft.speed", "Unrecognized request argument"),
+    (CHAT, _with(OK_CHAT, quickdraft={"drafter": "prediction"}), 400, None, "needs a prediction"),
+    (CHAT, _with(OK_CHAT, prediction=PRED, quickdraft={"drafter": "none"}), 400, None, "would ignore it"),
+    (CHAT, _with(OK_CHAT, quickdraft={"lookup": {"min_ngram": 3, "max_ngram": 2}}), 400, None, "n-gram sizes"),
+    (COMPLETIONS, _with(OK_COMPLETION, prompt=...), 400, "prompt", "Missing required parameter"),
+    (COMPLETIONS, _with(OK_COMPLETION, prompt=["a", "b"]), 400, "prompt", "batch of 2 prompts"),
+    (COMPLETIONS, _with(OK_COMPLETION, prompt=[1, 2, 3]), 400, "prompt", "token-id prompts are not supported"),
+    (COMPLETIONS, _with(OK_COMPLETION, prompt=""), 400, None, "prompt is empty"),
+    (COMPLETIONS, _with(OK_COMPLETION, echo=True), 400, "echo", "not supported"),
+    (COMPLETIONS, _with(OK_COMPLETION, best_of=3), 400, "best_of", "not supported"),
+    (COMPLETIONS, _with(OK_COMPLETION, messages=[]), 400, "messages", "Unrecognized request argument"),
+    (COMPLETIONS, b'{"model": "tiny", "prompt": "' + b"a" * (70 << 10) + b'"}', 413, None, "larger than"),
+    ("/v1/embeddings", OK_COMPLETION, 404, None, "Unknown request URL"),
+]
+
+
+def test_bad_requests_get_openai_errors_and_the_server_stays_up(tiny_url, reference):
+    before = generations(tiny_url)
+    with httpx.Client(base_url=tiny_url, timeout=30) as http:
+        for path, body, status, param, words in BAD:
+            r = http.post(path, content=body) if isinstance(body, bytes) else http.post(path, json=body)
+            assert r.status_code == status, (body if isinstance(body, dict) else body[:60], r.text)
+            error = r.json()["error"]
+            assert set(error) == {"message", "type", "param", "code"}, r.text
+            assert error["param"] == param and words in error["message"], (body, error)
+            assert error["type"] == "invalid_request_error"
+        r = http.get("/v1/chat/completions")
+        assert r.status_code == 405 and "error" in r.json()
+    assert generations(tiny_url) == before  # every refusal came before any model work
+    # accepted at their no-op values, and the server still answers
+    r = client(tiny_url).chat.completions.create(
+        model="tiny", messages=[{"role": "developer", "content": "x"}, {"role": "user", "content": "hi", "name": "a"}],
+        max_tokens=4, temperature=0, logprobs=False, presence_penalty=0, tools=[], response_format={"type": "text"},
+        user="u1", n=1)
+    expected = reference.generate([{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}],
+                                  max_new_tokens=4, sampling=GREEDY)
+    assert r.choices[0].message.content == expected.text
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 40) | st.floats(-1, 3, allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+FIELDS = ["model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
+          "seed", "stream", "stream_options", "n", "user", "prediction", "quickdraft", "logprobs", "tools",
+          "presence_penalty", "echo", "nonsense"]
+GOOD_VALUES = {
+    "model": st.just("tiny"), "max_tokens": st.integers(1, 6), "max_completion_tokens": st.integers(1, 6),
+    "messages": st.just([{"role": "user", "content": "hi"}]), "prompt": st.sampled_from(["ab", ["cd"]]),
+    "temperature": st.sampled_from([0, 0.5, 1.5]), "stream": st.booleans(), "stop": st.sampled_from(["a", ["b", "c"]]),
+    "prediction": st.sampled_from([{"type": "content", "content": "ab"}, {"type": "content", "content": [{"type": "text", "text": "x"}]}]),
+    "stream_options": st.just({"include_usage": True}), "quickdraft": st.sampled_from([{"drafter": "lookup"}, {"policy": "openai"}, {"top_k": 3}]),
+}
+
+
+@st.composite
+def requests(draw):
+    """A valid request with up to 4 fields replaced by good values, random JSON, or removed."""
+    path = draw(st.sampled_from([CHAT, COMPLETIONS]))
+    body = dict(OK_CHAT if path == CHAT else OK_COMPLETION)
+    for name in draw(st.lists(st.sampled_from(FIELDS), max_size=4, unique=True)):
+        how = draw(st.sampled_from(["good", "good", "random", "remove"]))
+        if how == "remove":
+            body.pop(name, None)
+        elif how == "good" and name in GOOD_VALUES:
+            body[name] = draw(GOOD_VALUES[name])
+        else:
+            body[name] = draw(JSON_VALUES)
+    return path, body
+
+
+def test_fuzzed_bodies_never_get_a_500(tiny_folder):
+    seen: dict[int, int] = {}
+    with serving(quickdraft.load(str(tiny_folder), max_context=48, progress=False)) as url, \
+            httpx.Client(base_url=url, timeout=30) as http:
+
+        @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+        @given(request=requests())
+        def check(request):
+            path, body = request
+            with http.stream("POST", path, json=body) as r:
+                raw = r.read()
+            seen[r.status_code] = seen.get(r.status_code, 0) + 1
+            assert r.status_code in (200, 400, 404), (body, raw)
+            if r.status_code != 200:
+                error = json.loads(raw)["error"]
+                assert set(error) == {"message", "type", "param", "code"} and isinstance(error["message"], str)
+            elif body.get("stream"):
+                assert raw.endswith(b"data: [DONE]\n\n") and b'"error"' not in raw
+            else:
+                doc = json.loads(raw)
+                assert doc["choices"][0]["finish_reason"] in ("stop", "length") and "usage" in doc
+
+        check()
+        assert httpx.get(url + "/health").status_code == 200
+    assert seen.get(400, 0) > 10 and seen.get(200, 0) > 10, seen  # the fuzz reached both sides
+
+
+# -- concurrency ------------------------------------------------------------------------------------------
+
+
+def test_concurrent_streaming_clients_each_get_their_own_answer(tiny_url, reference):
+    prompts = [f"{chr(97 + i % 26)}{chr(97 + (i * 7) % 26)} x{i}" for i in range(32)]
+    expected = [reference.generate(p, chat=False, max_new_tokens=12, sampling=GREEDY).text for p in prompts]
+
+    def one(prompt: str) -> str:
+        with httpx.stream("POST", tiny_url + COMPLETIONS, timeout=60, json={
+                "model": "tiny", "prompt": prompt, "max_tokens": 12, "temperature": 0, "stream": True}) as r:
+            assert r.status_code == 200
+            lines = [line for line in r.iter_lines() if line]
+        assert lines[-1] == "data: [DONE]"
+        return "".join(json.loads(line[6:])["choices"][0]["text"] for line in lines[:-1])
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(32) as pool:
+        got = list(pool.map(one, prompts))
+    assert got == expected
+    assert time.monotonic() - t0 < 30
+
+
+class SlowRunner(ScriptedRunner):
+    """A scripted target whose every pass takes `delay` seconds; counts passes across generations."""
+
+    def __init__(self, *args, delay: float = 0.01, **kw):
+        super().__init__(*args, **kw)
+        self.delay, self.total_passes = delay, 0
+
+    def forward(self, tokens):
+        time.sleep(self.delay)
+        self.total_passes += 1
+        return super().forward(tokens)
+
+
+class GatedRunner(ScriptedRunner):
+    """A scripted target whose passes wait for `gate`: a generation as long as the test wants."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def forward(self, tokens):
+        self.entered.set()
+        assert self.gate.wait(30)
+        return super().forward(tokens)
+
+
+def test_a_client_that_leaves_mid_stream_frees_the_model():
+    gen = scripted_generator(SlowRunner, "abcdefghij" * 40, max_context=512, delay=0.01)  # 400 passes: ~4 s
+    with serving(gen, model_name="slow") as url:
+        c = client(url)
+        leaving = c.completions.create(model="slow", prompt="hi", max_tokens=400, temperature=0, stream=True,
+                                       extra_body=PLAIN)
+        chunks = iter(leaving)
+        pieces = [next(chunks).choices[0].text for _ in range(3)]
+        assert "".join(pieces) == "abc"
+        result = {}
+        waiting = threading.Thread(target=lambda: result.update(r=c.completions.create(
+            model="slow", prompt="hi", max_tokens=5, temperature=0, extra_body=PLAIN)))
+        waiting.start()  # queued behind the long generation
+        time.sleep(0.1)
+        t0 = time.monotonic()
+        leaving.close()
+        waiting.join(10)
+        assert result["r"].choices[0].text == "abcde"
+        assert time.monotonic() - t0 < 2.0  # not the ~4 s the long generation would have taken
+        assert gen.runner.total_passes < 150
+        assert generations(url)["cancelled"] == 1
+
+        # A client that gives up on a non-streamed answer frees the model too.
+        passes = gen.runner.total_passes
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url + COMPLETIONS, timeout=0.5, json={
+                "model": "slow", "prompt": "hi", "max_tokens": 400, "temperature": 0, **PLAIN})
+        t0 = time.monotonic()
+        r = client(url).completions.create(model="slow", prompt="hi", max_tokens=5, temperature=0, extra_body=PLAIN)
+        assert r.choices[0].text == "abcde" and time.monotonic() - t0 < 2.0
+        assert gen.runner.total_passes - passes < 150
+        assert generations(url)["cancelled"] == 2
+
+
+def test_full_queue_gets_429_and_health_answers_during_a_long_generation():
+    gen = scripted_generator(GatedRunner, max_context=64)
+    with serving(gen, model_name="gated", max_queue=1) as url:
+        c = client(url)
+        results: dict[str, str] = {}
+
+        def ask(name: str) -> None:
+            r = c.completions.create(model="gated", prompt="hi", max_tokens=11, temperature=0)
+            results[name] = r.choices[0].text
+
+        first = threading.Thread(target=ask, args=("first",))
+        first.start()
+        assert gen.runner.entered.wait(10)  # the first generation is inside a model pass, held there
+        t0 = time.monotonic()
+        health = httpx.get(url + "/health", timeout=5).json()
+        assert time.monotonic() - t0 < 1.0 and health["running"] is True and health["queued"] == 0
+        second = threading.Thread(target=ask, args=("second",))
+        second.start()
+        deadline = time.monotonic() + 10
+        while httpx.get(url + "/health").json()["queued"] != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        r = httpx.post(url + COMPLETIONS, json={"model": "gated", "prompt": "hi", "max_tokens": 2})
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+        assert r.json()["error"]["code"] == "rate_limit_exceeded"
+        assert "429" in httpx.get(url + "/metrics").text
+        gen.runner.gate.set()
+        first.join(10)
+        second.join(10)
+        assert results == {"first": "hello world", "second": "hello world"}
+
+
+def test_request_timeout():
+    gen = scripted_generator(SlowRunner, "abcdefghij" * 20, max_context=512, delay=0.05)  # 200 passes: ~10 s
+    with serving(gen, model_name="slow", request_timeout=0.5) as url:
+        c = client(url)
+        t0 = time.monotonic()
+        with pytest.raises(openai.APIStatusError) as e:
+            c.completions.create(model="slow", prompt="hi", max_tokens=200, temperature=0, extra_body=PLAIN)
+        assert e.value.status_code == 504 and e.value.body["code"] == "request_timeout"
+        with pytest.raises(openai.APIError, match="time limit"):
+            read_stream(c.completions.create(model="slow", prompt="hi", max_tokens=200, temperature=0, stream=True,
+                                             extra_body=PLAIN))
+        assert time.monotonic() - t0 < 5
+        r = c.completions.create(model="slow", prompt="hi", max_tokens=3, temperature=0)
+        assert r.choices[0].text == "abc"
+        assert generations(url)["timeout"] == 2
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_cli_serve_loads_once_and_runs_uvicorn(tiny_folder, monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(app=app, **kw))
+    monkeypatch.setenv("QUICKDRAFT_API_KEY", "from-env")
+    assert cli.main(["serve", "--model", str(tiny_folder), "--port", "8123", "--max-context", "100",
+                     "--draft-model", str(tiny_folder)]) == 0
+    assert (seen["host"], seen["port"]) == ("127.0.0.1", 8123)
+    service = seen["app"].state.service
+    assert service.model_name == str(tiny_folder) and service.generator.runner.max_context == 100
+    assert service.generator.draft_runner is not None and service.generator.draft_name == str(tiny_folder)
+    assert "API key required" in capsys.readouterr().err
+
+    def no_load(*a, **k):
+        raise AssertionError("loaded the model before checking the options")
+
+    monkeypatch.setattr(quickdraft.api, "load", no_load)
+    assert cli.main(["serve", "--model", "no-such-model", "--max-queue", "0"]) == 2
+    assert "max_queue must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_a_draft_model_serves_exactly(tiny_folder, reference):
+    gen = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), draft_precision="int8", progress=False)
+    messages = [{"role": "user", "content": "hello there"}]
+    plain = reference.generate(messages, drafter="none", max_new_tokens=30, sampling=GREEDY)
+    with serving(gen) as url:
+        for extension in ({}, {"draft_length": 3}):
+            r = client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=30, temperature=0,
+                                                    extra_body={"quickdraft": {"drafter": "draft-model", **extension}})
+            assert r.choices[0].message.content == plain.text
+            stats = r.model_extra["quickdraft"]
+            assert stats["by_source"]["draft-model"]["accepted"] > 0 and stats["draft_forwards"] > 0
+        with pytest.raises(openai.BadRequestError, match="draft_length"):
+            client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=5,
+                                                extra_body={"quickdraft": {"draft_length": 0}})
+
+
+# -- the real model -------------------------------------------------------------------------------------
+
+
+@pytest.mark.real_model
+def test_real_model_chat_with_prediction_equals_the_library():
+    gen = quickdraft.load("smollm2-135m", progress=False)
+    messages = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
+    plain = gen.generate(messages, drafter="none", max_new_tokens=40, sampling=GREEDY)
+    prediction = plain.text.replace("def ", "def  ", 1)
+    expected = gen.generate(messages, prediction=prediction, max_new_tokens=40, sampling=GREEDY)
+    assert expected.text == plain.text
+    with serving(gen, model_name="smollm2-135m") as url:
+        r = client(url).chat.completions.create(model="smollm2-135m", messages=messages, max_tokens=40, temperature=0,
+                                                prediction={"type": "content", "content": prediction})
+    assert r.choices[0].message.content == expected.text
+    assert r.usage.completion_tokens == expected.stats.completion_tokens
+    d = r.usage.completion_tokens_details
+    assert d.accepted_prediction_tokens == expected.stats.accepted_prediction_tokens > 20
+    assert d.rejected_prediction_tokens == expected.stats.rejected_prediction_tokens
