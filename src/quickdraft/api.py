@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Sequence, Union
 
+from .acceptance import Acceptance
 from .core import Stats
 from .drafters.base import Drafter, FirstOf, NoDrafter
 from .drafters.draft_model import DraftModelConfig, DraftModelDrafter
@@ -157,6 +158,8 @@ class Generator:
         lookup: LookupConfig = LookupConfig(),
         draft: DraftModelConfig = DraftModelConfig(),
         sampling: SamplingParams = SamplingParams(),
+        acceptance: str = "exact",
+        kl_bound: float | None = None,
     ) -> "Stream":
         """Start a generation; iterate the returned Stream for Chunks, then read `.result`.
 
@@ -168,14 +171,20 @@ class Generator:
         policy: "default" or "openai" (see drafters/prediction.py).
         sampling: temperature / top_p / top_k / seed; the default is greedy decoding. Under sampling
         drafts are verified by speculative sampling, which keeps the output distribution exact.
+        acceptance: "exact" (the default) or "mentored" (sampling only, lossy: accepts more draft
+        tokens while KL(target || emitted) stays <= kl_bound per token; stats report the KL used).
         """
         if not isinstance(sampling, SamplingParams):
             raise QuickdraftError(f"sampling must be a SamplingParams; got {type(sampling).__name__}")
+        if acceptance == "mentored" and kl_bound is None:
+            raise QuickdraftError("acceptance 'mentored' needs kl_bound: the largest KL divergence per token you accept")
+        rule = Acceptance(acceptance, 0.0 if kl_bound is None else kl_bound)
+        rule.check(sampling)
         limits = Limits(max_new_tokens=max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
         stops = _stop_list(stop)
         ids = self.encode_prompt(prompt, chat)
         d = self.make_drafter(drafter, prediction, policy, lookup, draft, sampling)
-        return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode), sampling)
+        return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode), sampling, rule)
 
     def generate(self, prompt: Prompt, **options: Any) -> Result:
         """Like `stream`, run to the end; takes the same keyword options."""
@@ -205,9 +214,9 @@ class Stream:
     """
 
     def __init__(self, gen: Generator, prompt_ids: list[int], limits: Limits, drafter: Drafter, stops: StopStrings,
-                 sampling: SamplingParams):
+                 sampling: SamplingParams, acceptance: Acceptance = Acceptance()):
         self.gen, self.prompt_ids, self.limits, self.drafter, self.stops = gen, prompt_ids, limits, drafter, stops
-        self.sampling = sampling
+        self.sampling, self.acceptance = sampling, acceptance
         self.stats = Stats()
         self.result: Result | None = None
 
@@ -219,7 +228,7 @@ class Stream:
         hold = max(0, self.stops.longest - 1)
         finish = "length"
         steps = engine_generate(self.gen.runner, self.prompt_ids, self.limits, self.drafter, self.stops, self.stats,
-                                self.sampling)
+                                self.sampling, self.acceptance)
         for step in steps:
             out.extend(step.tokens)
             flags.extend(step.from_draft)

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from .acceptance import Acceptance
 from .drafters.draft_model import DraftModelConfig
 from .engine import Limits
 from .errors import QuickdraftError
@@ -57,6 +58,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     Limits(max_new_tokens=args.max_new_tokens)
     draft = _draft_config(args.draft_length)
+    if args.acceptance == "mentored" and args.kl_bound is None:
+        raise QuickdraftError("--acceptance mentored needs --kl-bound D")
+    Acceptance(args.acceptance, args.kl_bound or 0.0).check(sampling)
     if args.drafter == "draft-model" and not args.draft_model:
         raise QuickdraftError("drafter 'draft-model' needs a draft model: pass --draft-model ALIAS|PATH")
     gen = load(args.model, draft_model=args.draft_model, draft_precision=args.draft_precision,
@@ -67,7 +71,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     request = messages if chat else prompt
     options = dict(prediction=prediction, drafter=args.drafter, policy=args.policy,
-                   max_new_tokens=args.max_new_tokens, stop=args.stop or None, sampling=sampling, draft=draft)
+                   max_new_tokens=args.max_new_tokens, stop=args.stop or None, sampling=sampling, draft=draft,
+                   acceptance=args.acceptance, kl_bound=args.kl_bound)
     # Validate everything (and warm the model up) before timing anything.
     gen.stream(request, **options)
     gen.generate(request, drafter="none", max_new_tokens=2, stop=None)
@@ -101,9 +106,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=1))
         return 0
     sys.stdout.write("\n")
+    lossy = f" | LOSSY: mentored, KL {s.kl_per_token:.4f}/token (bound {s.kl_bound})" if s.acceptance == "mentored" else ""
     line = (f"{s.completion_tokens} tokens, {s.decode_tokens_per_s:.1f} tok/s decode ({s.prefill_s:.2f} s prefill of "
             f"{s.prompt_tokens}) | {s.target_passes} passes, {s.tokens_per_pass:.2f} tokens/pass | "
-            f"accepted {s.accepted_prediction_tokens}, rejected {s.rejected_prediction_tokens} | finish: {result.finish_reason}")
+            f"accepted {s.accepted_prediction_tokens}, rejected {s.rejected_prediction_tokens} | finish: {result.finish_reason}{lossy}")
     print(line, file=sys.stderr)
     if use_color:
         print(f"({GREEN}green{RESET}: accepted draft tokens)", file=sys.stderr)
@@ -214,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--top-k", type=int, default=0, help="0: no top-k cut")
     g.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
+    g.add_argument("--acceptance", choices=["exact", "mentored"], default="exact",
+                   help="exact (default: output identical to plain decoding / its distribution) or mentored "
+                   "(sampling only, lossy: more accepted drafts, KL(target || output) <= --kl-bound per token)")
+    g.add_argument("--kl-bound", type=float, default=None, metavar="D", help="per-token KL bound for --acceptance mentored")
     g.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     g.add_argument("--compare", action="store_true", help="also run plain decoding; print the speedup and whether "
                    "the outputs are identical (exit code 3 if not)")

@@ -51,6 +51,7 @@ class Verdict:
     draft: Draft
     accepted: int  # length of the accepted prefix of draft.tokens
     tokens: tuple[int, ...]  # draft.tokens[:accepted] + (bonus,)
+    kl: float = 0.0  # lossy rules only: KL(target || emitted) summed over the positions decided (nats)
 
     @property
     def bonus(self) -> int:
@@ -87,6 +88,9 @@ class Stats:
     draft_tokens: int = 0  # all tokens proposed for verification
     target_passes: int = 0  # decode passes of the target (the prefill is not counted)
     draft_forwards: int = 0  # forward passes of a draft model
+    acceptance: str = "exact"  # "mentored" with kl_bound > 0 is lossy: its divergence is in `kl`
+    kl_bound: float = 0.0
+    kl: float = 0.0  # mentored: KL(target || emitted) summed over the decided positions (nats)
     prefill_s: float = 0.0
     decode_s: float = 0.0
     drafter_s: float = 0.0  # part of decode_s spent proposing drafts
@@ -100,6 +104,11 @@ class Stats:
     @property
     def accepted_per_pass(self) -> float:
         return self.accepted_prediction_tokens / self.target_passes if self.target_passes else 0.0
+
+    @property
+    def kl_per_token(self) -> float:
+        """Mean KL(target || emitted) per output token: 0.0 for exact acceptance."""
+        return self.kl / self.completion_tokens if self.completion_tokens else 0.0
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -120,6 +129,10 @@ class Stats:
             "draft_tokens": self.draft_tokens,
             "target_passes": self.target_passes,
             "draft_forwards": self.draft_forwards,
+            "acceptance": self.acceptance,
+            "kl_bound": self.kl_bound,
+            "lossy": self.acceptance == "mentored" and self.kl_bound > 0,
+            "kl_per_token": round(self.kl_per_token, 6),
             "tokens_per_pass": round(self.tokens_per_pass, 4),
             "accepted_per_pass": round(self.accepted_per_pass, 4),
             "prefill_s": round(self.prefill_s, 4),

@@ -20,12 +20,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
-from .acceptance import verify_greedy, verify_sampling
+from .acceptance import Acceptance, verify
 from .core import EMPTY_DRAFT, Stats, Step
 from .drafters.base import Drafter, NoDrafter
 from .errors import QuickdraftError
 from .runners.base import Runner
-from .sampling import SamplingParams, probs_from_logits
+from .sampling import SamplingParams
 
 # Given the output so far and how many of its tokens are new this step, return how many output
 # tokens to keep if a stop sequence was completed by one of the new tokens, else None.
@@ -60,17 +60,21 @@ def generate(
     stop_check: StopCheck | None = None,
     stats: Stats | None = None,
     sampling: SamplingParams = SamplingParams(),
+    acceptance: Acceptance = Acceptance(),
 ) -> Iterator[Step]:
     """Yield one Step per target pass until a stopping rule fires; fills `stats` as it goes.
 
     Greedy (temperature 0) output equals plain greedy decoding token for token; sampled output is
-    distributed as plain sampling from the target's processed distribution.
+    distributed as plain sampling from the target's processed distribution, unless a lossy
+    acceptance rule (mentored) was asked for.
     """
     check_prompt(prompt, runner)
+    acceptance.check(sampling)
     drafter = drafter or NoDrafter()
     rng = None if sampling.greedy else sampling.generator()
     stats = stats if stats is not None else Stats()
     stats.prompt_tokens = len(prompt)
+    stats.acceptance, stats.kl_bound = acceptance.rule, acceptance.kl_bound
 
     t0 = time.perf_counter()
     runner.reset()
@@ -87,10 +91,7 @@ def generate(
         draft = drafter.propose(context, budget) if budget > 0 else EMPTY_DRAFT
         t_drafted = time.perf_counter()
         logits = runner.forward([context[-1], *draft.tokens])  # [len(draft) + 1, vocab_size]
-        if rng is None:
-            verdict = verify_greedy(draft, logits)
-        else:
-            verdict = verify_sampling(draft, probs_from_logits(logits, sampling), rng)
+        verdict = verify(draft, logits, sampling, acceptance, rng)
         runner.rollback(len(context) + verdict.accepted)
         context.extend(verdict.tokens)
         drafter.observe(context, verdict)
@@ -105,6 +106,7 @@ def generate(
         from_draft = tuple(i < verdict.accepted for i in range(len(tokens)))
         _account(stats, verdict.draft.source, len(draft), sum(from_draft), len(tokens))
         stats.draft_forwards += draft.forwards
+        stats.kl += verdict.kl
         stats.drafter_s += t_drafted - t_step
         stats.decode_s += time.perf_counter() - t_step
         yield Step(tokens=tuple(tokens), from_draft=from_draft, verdict=verdict, finish_reason=finish)

@@ -36,15 +36,24 @@ def verify_sampling(draft: Draft, target_probs: torch.Tensor, generator: torch.G
         ok = u * q_x < p_x  # u < p/q without dividing (q may be 0)
         accepted = int(torch.cumprod(ok.to(torch.int64), dim=0).sum())
     if accepted < k:
-        p = target_probs[accepted]
-        if draft.probs is None:
-            q = torch.zeros_like(p)
-            q[draft.tokens[accepted]] = 1.0
-        else:
-            q = draft.probs[accepted].float()
-        residual = torch.clamp(p - q, min=0)  # [V]
-        total = float(residual.sum())
-        bonus = sample(residual / total if total > 1e-12 else p, generator)
+        bonus = correction(target_probs[accepted], draft_row(draft, accepted, target_probs[accepted]), generator)
     else:
         bonus = sample(target_probs[k], generator)
     return Verdict(draft=draft, accepted=accepted, tokens=tuple(draft.tokens[:accepted]) + (bonus,))
+
+
+def draft_row(draft: Draft, i: int, like: torch.Tensor) -> torch.Tensor:
+    """The drafter's distribution at position i, [vocab_size]: its probs, or a point mass on its token."""
+    if draft.probs is not None:
+        return draft.probs[i].float()
+    q = torch.zeros_like(like)
+    q[draft.tokens[i]] = 1.0
+    return q
+
+
+def correction(p: torch.Tensor, q: torch.Tensor, generator: torch.Generator) -> int:
+    """The token that replaces a rejected draft token: drawn from max(0, p - q) renormalised, or
+    from p where that residual is zero numerically (p == q). p: [V] the distribution to emit, q: [V]."""
+    residual = torch.clamp(p - q, min=0)  # [V]
+    total = float(residual.sum())
+    return sample(residual / total if total > 1e-12 else p, generator)

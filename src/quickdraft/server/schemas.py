@@ -131,6 +131,8 @@ class QuickdraftOptions(BaseModel):
     top_k: int = Field(0, ge=0)  # keep the k most likely tokens when sampling; 0: all
     lookup: LookupOptions | None = None
     draft_length: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"  # draft-model tokens per pass
+    acceptance: Literal["exact", "mentored"] = "exact"  # mentored: lossy, sampling only
+    kl_bound: float | None = Field(None, ge=0, allow_inf_nan=False)  # per-token KL bound for mentored
 
 
 class BaseRequest(BaseModel):
@@ -252,6 +254,8 @@ def generation_options(req: BaseRequest, *, default_max_tokens: int) -> dict[str
         stop=req.stop,
         lookup=ext.lookup.config() if ext.lookup is not None else LookupConfig(),
         draft=DraftModelConfig() if ext.draft_length == "auto" else DraftModelConfig(k=ext.draft_length),
+        acceptance=ext.acceptance,
+        kl_bound=ext.kl_bound,
         sampling=SamplingParams(
             temperature=1.0 if req.temperature is None else req.temperature,
             top_p=1.0 if req.top_p is None else req.top_p,

@@ -1,0 +1,163 @@
+"""Mentored decoding: a lossy acceptance rule that accepts more draft tokens while keeping the KL
+divergence from the target's distribution under a bound D the user sets, per token.
+
+Source: V. Tran-Thien, "An optimal lossy variant of speculative decoding" (2023 blog post, which
+names it mentored decoding); the derivation below is ours. The post writes p for the draft and q for
+the target; here, as everywhere in quickdraft, p is the target's processed distribution and q the
+drafter's.
+
+The rule. Speculative sampling emits exactly p: accept draft token x ~ q with min(1, p(x) / q(x)),
+else draw from max(0, p - q). Any accept/replace scheme emits some distribution pi, and the best
+acceptance a scheme can have for a given pi is sum_x min(q(x), pi(x)). Mentored decoding picks the pi
+with the largest acceptance among those with KL(p || pi) <= D. The Lagrange conditions give
+
+    pi(x) = clip(q(x), p(x) / beta, p(x) / alpha)        0 < alpha <= 1 <= beta
+
+accepted with r(x) = pi(x) / q(x) = min(1, p(x) / (alpha q(x))) (never below the exact rule's
+min(1, p/q)), and replaced from s proportional to pi - q where positive = max(0, p / beta - q).
+beta follows from sum(pi) = 1; alpha is the smallest value whose KL(p || pi) stays within D (KL
+grows as alpha falls: pi moves from p towards q). D = 0 gives alpha = beta = 1, pi = p: exactly
+speculative sampling, with the same random numbers. Shortcuts: if KL(p || q) <= D, pi = q is
+allowed and every draft token is accepted; and a token the exact test accepts is accepted without
+computing alpha, since r(x) >= min(1, p/q).
+
+The bound is on KL(target || emitted). Tokens the target's top-k / top-p removed (p = 0) get pi = 0:
+they are never emitted, whatever D. A deterministic drafter (draft.probs None) is the point mass
+q = onehot(x), for which the same formulas hold.
+
+Evaluating pi for given (alpha, beta) is O(log V): sort the tokens in the target's support by
+rho = q / p; the tokens with rho > 1/alpha take p/alpha, those with rho < 1/beta take p/beta, the
+rest take q, so sum(pi) and KL(p || pi) are read off cumulative sums of p, q and p log(p/q) in that
+order. Worked example in tests/test_mentored.py (p = (0.5, 0.3, 0.2), q = (0.1, 0.1, 0.8)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..core import Draft, Verdict
+from ..errors import QuickdraftError
+from ..sampling import sample
+from .rejection import correction, draft_row
+
+BISECTION_STEPS = 40  # on log(1/alpha)
+
+
+@dataclass(frozen=True)
+class Mentor:
+    """The emitted distribution at one position: pi = clip(q, p / beta, p / alpha), or q itself."""
+
+    alpha: float = 1.0
+    beta: float = 1.0
+    kl: float = 0.0  # KL(p || pi), within the bound
+    draft_itself: bool = False  # KL(p || q) was within the bound: pi = q, every draft token accepted
+
+    def pi(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """p, q: [V] -> pi [V]. With alpha = beta = 1 this is p exactly (speculative sampling)."""
+        if self.draft_itself:
+            return q
+        return torch.minimum(torch.maximum(q, p / self.beta), p / self.alpha)
+
+
+EXACT = Mentor()
+
+
+class _Sorted:
+    """Cumulative sums over the target's support sorted by rho = q / p, for O(log V) evaluations.
+
+    Groups for a = 1/alpha >= 1 and u = 1/beta <= 1: rho < u takes p u (raised), u <= rho <= a takes
+    q, rho > a takes p a (capped); sum(pi) and KL(p || pi) are then sums over contiguous ranges.
+    Kept in numpy: each bisection step is a few scalar look-ups, where torch's per-call cost dominates.
+    """
+
+    def __init__(self, p: torch.Tensor, q: torch.Tensor):  # [V] each
+        support = p > 0
+        p_np = p[support].double().numpy()
+        q_np = q[support].double().numpy()
+        order = np.argsort(q_np / p_np, kind="stable")
+        p_np, q_np = p_np[order], q_np[order]
+        self.rho = q_np / p_np  # [n], ascending
+        with np.errstate(divide="ignore"):  # q = 0 only ever in the raised group, where L is not used
+            logs = np.where(q_np > 0, p_np * np.log(p_np / np.where(q_np > 0, q_np, 1.0)), 0.0)
+        self.P = np.concatenate([[0.0], np.cumsum(p_np)])  # [n + 1]: sums over the j smallest rho
+        self.Q = np.concatenate([[0.0], np.cumsum(q_np)])
+        self.L = np.concatenate([[0.0], np.cumsum(logs)])
+        self.n = len(p_np)
+        self.G = self.rho * self.P[:-1] - self.Q[:-1]  # [n], nondecreasing (see solve)
+
+    def solve(self, a: float) -> tuple[float, float]:
+        """(u = 1/beta with sum(pi) = 1, KL(p || pi)) for a = 1/alpha >= 1, in O(log V).
+
+        With the j smallest-rho tokens raised and u = rho_j, sum(pi) = capped + Q[h] + G[j] where
+        G[j] = rho_j P[j] - Q[j] does not depend on a and grows with j: one search finds the group.
+        """
+        n = self.n
+        h = int(np.searchsorted(self.rho, a, side="right"))  # rho <= a: not capped
+        rest = 1.0 - (self.P[n] - self.P[h]) * a - self.Q[h]  # what the raised group must sum to: u P[m] - Q[m]
+        m = int(np.searchsorted(self.G[:h], rest, side="left"))  # raised: the m smallest rho (G[j] < rest)
+        if m == 0:
+            return 1.0, math.inf  # nothing left to raise: a too large for this pair
+        u = float((rest + self.Q[m]) / self.P[m])
+        kl = -(self.P[n] - self.P[h]) * math.log(a) + (self.L[h] - self.L[m]) - self.P[m] * math.log(u)
+        return u, max(0.0, float(kl))
+
+
+def mentor(p: torch.Tensor, q: torch.Tensor, kl_bound: float) -> Mentor:
+    """The largest-acceptance pi with KL(p || pi) <= kl_bound. p: [V] target, q: [V] draft."""
+    if kl_bound <= 0:
+        return EXACT
+    if float(q[p == 0].sum()) == 0 and kl_divergence(p, q) <= kl_bound:
+        return Mentor(kl=kl_divergence(p, q), draft_itself=True)
+    s = _Sorted(p, q)
+    a_max = float(s.rho[-1]) if s.n else 1.0  # past the largest rho nothing is capped any more
+    if not a_max > 1.0:
+        return EXACT
+    lo, hi, best = 0.0, math.log(a_max), EXACT  # bisection on log a: KL(a = 1) = 0 <= bound
+    for _ in range(BISECTION_STEPS):
+        mid = (lo + hi) / 2
+        u, kl = s.solve(math.exp(mid))
+        if kl <= kl_bound:
+            lo, best = mid, Mentor(alpha=math.exp(-mid), beta=1 / u, kl=kl)
+        else:
+            hi = mid
+    return best
+
+
+def kl_divergence(p: torch.Tensor, r: torch.Tensor) -> float:
+    """KL(p || r) over p's support, in nats (inf where r = 0 < p)."""
+    support = p > 0
+    ps, rs = p[support].double(), r[support].double()
+    return float((ps * (torch.log(ps) - torch.log(rs))).sum())
+
+
+def verify_mentored(draft: Draft, target_probs: torch.Tensor, generator: torch.Generator, kl_bound: float) -> Verdict:
+    """target_probs: [len(draft) + 1, vocab_size], processed; draft.probs: [len(draft), vocab_size] or None.
+
+    Draws random numbers exactly as verify_sampling does (k uniforms, then one sample), so D = 0
+    reproduces speculative sampling token for token under the same generator. Verdict.kl sums
+    KL(p || pi) over the positions decided here (the bonus after a fully accepted draft is drawn
+    from p: no divergence).
+    """
+    if isinstance(kl_bound, bool) or not isinstance(kl_bound, (int, float)) or not math.isfinite(kl_bound) \
+            or kl_bound < 0:
+        raise QuickdraftError(f"the KL bound must be a finite number >= 0; got {kl_bound!r}")
+    k = len(draft)
+    assert target_probs.shape[0] == k + 1, (target_probs.shape, k)
+    u = torch.rand(k, generator=generator)  # [k]
+    kl_used = 0.0
+    for i, x in enumerate(draft.tokens):
+        p = target_probs[i]  # [V]
+        q = draft_row(draft, i, p)  # [V]
+        m = mentor(p, q, kl_bound)
+        kl_used += m.kl  # the emitted distribution here is pi, whichever test below decides
+        if u[i] * q[x] < p[x]:  # the exact test accepts, and r(x) >= min(1, p/q): accept
+            continue
+        pi = m.pi(p, q)  # [V]
+        if u[i] * q[x] < pi[x]:
+            continue
+        return Verdict(draft, i, tuple(draft.tokens[:i]) + (correction(pi, q, generator),), kl=kl_used)
+    return Verdict(draft, k, tuple(draft.tokens) + (sample(target_probs[k], generator),), kl=kl_used)
