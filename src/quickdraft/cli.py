@@ -190,9 +190,58 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """`quickdraft bench run | report | predicted-outputs-study`; the work is done in quickdraft.bench."""
+    if args.bench_command == "predicted-outputs-study":
+        from .bench.study import run_study
+
+        result = run_study(args.out)
+        o, d = result.summary["openai"], result.summary["default"]
+        print(f"openai policy: at most {o['max_rejected_per_departure']} rejected per departure, drafting resumes "
+              f"after {o['resume_after_min']}-{o['resume_after_max']} agreeing tokens; default policy: at most "
+              f"{d['max_rejected_per_departure']}, resumes after {d['resume_after_min']}-{d['resume_after_max']}")
+        print(f"wrote {', '.join(str(p) for p in result.files)}")
+        return 0
+    from .bench import report
+
+    if args.bench_command == "report":
+        print(f"wrote {report.build(Path(args.dir))}")
+        return 0
+
+    from .api import load
+    from .bench import harness
+    from .models import resolve
+
+    command = ["quickdraft", "bench", "run", "--model", args.model, "--workloads", args.workloads, "--methods",
+               args.methods, "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), "--repeats",
+               str(args.repeats), "--temperature", str(args.temperature), "--out", args.out]
+    command += ["--draft-model", args.draft_model, "--draft-precision", args.draft_precision] if args.draft_model else []
+    command += ["--data", args.data] if args.data else []
+    # Every option is checked here, before any model loads.
+    config = harness.prepare(args.model, args.workloads, args.methods, args.out, data=args.data,
+                             draft_model=args.draft_model, draft_precision=args.draft_precision, limit=args.limit,
+                             max_new_tokens=args.max_new_tokens, repeats=args.repeats, temperature=args.temperature,
+                             progress=not args.no_progress, argv=command)
+    gen = load(args.model, draft_model=args.draft_model, draft_precision=args.draft_precision)
+    summary = harness.run(config, gen, model_path=resolve(args.model, progress=False),
+                          draft_path=resolve(args.draft_model, progress=False) if args.draft_model else None)
+    path = report.build(config.out)
+    print(f"{summary.ran} run(s) done, {summary.resumed} already there; report: {path}", file=sys.stderr)
+    if summary.mismatches:
+        print(f"{harness.RED}FAILED{harness.RESET}: {len(summary.mismatches)} run(s) of exact methods differ from "
+              f"plain greedy decoding: {', '.join(summary.mismatches[:5])}", file=sys.stderr)
+        return 3
+    if summary.errors:
+        print(f"{len(summary.errors)} run(s) raised an error (see the report): {summary.errors[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .api import DRAFTER_NAMES
     from .models import ALIASES, DEFAULT_MODEL
+    from .bench.methods import GROUPS as BENCH_METHOD_GROUPS, METHODS as BENCH_METHODS
+    from .bench.workloads import WORKLOADS as BENCH_WORKLOADS
 
     p = argparse.ArgumentParser(prog="quickdraft", description="Exact draft-and-verify generation.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -251,6 +300,34 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("action", choices=["list", "pull", "rm"])
     m.add_argument("names", nargs="*", help="aliases")
     m.set_defaults(func=cmd_models)
+
+    b = sub.add_parser("bench", help="benchmark methods side by side; the Predicted Outputs study (docs/benchmarks.md)")
+    bsub = b.add_subparsers(dest="bench_command", required=True)
+    br = bsub.add_parser("run", help="run workloads x methods x repeats into OUT/runs.jsonl (resumable), then the report")
+    br.add_argument("--model", default=DEFAULT_MODEL,
+                    help=f"alias ({', '.join(ALIASES)}), a transformers folder or a .gguf file (default {DEFAULT_MODEL})")
+    _add_draft_model_args(br)
+    br.add_argument("--workloads", default="all", help="comma-separated: " + ", ".join(BENCH_WORKLOADS)
+                    + "; groups: spec_bench, all (default all)")
+    br.add_argument("--methods", default="all", help="comma-separated: " + ", ".join(BENCH_METHODS) + "; groups: "
+                    + ", ".join(BENCH_METHOD_GROUPS) + " (default all; methods that cannot run are skipped with a note)")
+    br.add_argument("--limit", type=int, default=5, help="tasks per workload (default 5)")
+    br.add_argument("--max-new-tokens", type=int, default=256)
+    br.add_argument("--repeats", type=int, default=3, help="runs of every (task, method), interleaved (default 3)")
+    br.add_argument("--temperature", type=float, default=0.7,
+                    help="temperature of the sampled methods (plain-sampled, draft-model-sampled, mentored-*); default 0.7")
+    br.add_argument("--out", required=True, metavar="DIR", help="folder for runs.jsonl, run.json, report.md, plots/")
+    br.add_argument("--data", metavar="DIR", help="the shared/data folder (default: $QUICKDRAFT_DATA, else "
+                    "../shared/data beside the checkout)")
+    br.add_argument("--no-progress", action="store_true", help="no progress bar")
+    br.set_defaults(func=cmd_bench)
+    bp = bsub.add_parser("report", help="rebuild DIR/report.md and DIR/plots/ from DIR/runs.jsonl")
+    bp.add_argument("dir", metavar="DIR")
+    bp.set_defaults(func=cmd_bench)
+    bs = bsub.add_parser("predicted-outputs-study", help="the published Predicted Outputs experiments on a scripted "
+                         "model, openai vs default policy: DIR/study.md, study.jsonl, plots/")
+    bs.add_argument("--out", required=True, metavar="DIR")
+    bs.set_defaults(func=cmd_bench)
     return p
 
 

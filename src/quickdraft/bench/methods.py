@@ -1,0 +1,126 @@
+"""The methods a benchmark compares: one frozen dataclass each, saying what runs and what it needs.
+
+engine     who generates: "quickdraft" (Generator.generate), "transformers" (the same loaded
+           transformers model's own generate()), "llama.cpp" (llama-cpp-python on the model's GGUF).
+baseline   the plain method of the same runner: speedups and the identity check are against it
+           (quickdraft and transformers share the float32 weights, so both compare with "plain";
+           llama.cpp runs the quantised GGUF and compares with "llamacpp-plain").
+options    keyword options of the engine's call, as (name, value) pairs.
+needs      what must be present: "prediction" (the task has one), "draft-model" (loaded with
+           --draft-model), "api:NAME" (Generator.stream accepts the option NAME: work in progress
+           elsewhere), "llama-cpp" (llama-cpp-python imports), "gguf" (the model is a GGUF file).
+exact      the output must equal plain greedy decoding token for token; a difference is a failure.
+sampled    runs under sampling (the benchmark's --temperature, one seed per task and repeat shared by
+           every method) instead of greedy: compared with "plain-sampled" for speed only, since
+           speculative sampling is exact in distribution, not draw for draw. Mentored decoding is
+           defined under sampling only.
+planned    set for a method that is not built yet: the harness lists it, with this reason, and
+           never runs or imitates it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import QuickdraftError
+
+ENGINES = ("quickdraft", "transformers", "llama.cpp")
+MENTORED_KL_BOUNDS = (0.1, 0.5)
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    engine: str
+    about: str
+    baseline: str = "plain"
+    options: tuple[tuple[str, Any], ...] = ()
+    needs: tuple[str, ...] = ()
+    exact: bool = True
+    sampled: bool = False
+    planned: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}; got {self.engine!r}")
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    @property
+    def uses_prediction(self) -> bool:
+        return "prediction" in self.needs
+
+
+def _mentored(bound: float) -> Method:
+    return Method(f"mentored-kl{bound:g}", "quickdraft",
+                  f"draft model, mentored acceptance, sampled (lossy: KL(target || output) <= {bound:g} nats per token)",
+                  baseline="plain-sampled", sampled=True, exact=False,
+                  options=(("drafter", "draft-model"), ("acceptance", "mentored"), ("kl_bound", bound)),
+                  needs=("draft-model", "api:acceptance"))
+
+
+METHODS: dict[str, Method] = {m.name: m for m in (
+    Method("plain", "quickdraft", "quickdraft, no drafter: plain greedy decoding (the baseline)", options=(("drafter", "none"),)),
+    Method("prediction", "quickdraft", "Predicted Outputs, default policy",
+           options=(("drafter", "prediction"), ("policy", "default")), needs=("prediction",)),
+    Method("prediction-openai", "quickdraft", "Predicted Outputs, `openai` policy (16 per pass, 32 to recover)",
+           options=(("drafter", "prediction"), ("policy", "openai")), needs=("prediction",)),
+    Method("prediction+lookup", "quickdraft", "prediction first, prompt lookup where it has nothing",
+           options=(("drafter", "prediction+lookup"), ("policy", "default")), needs=("prediction",)),
+    Method("lookup", "quickdraft", "prompt lookup decoding", options=(("drafter", "lookup"),)),
+    Method("draft-model", "quickdraft", "speculative decoding with the draft model (adaptive length)",
+           options=(("drafter", "draft-model"),), needs=("draft-model",)),
+    Method("ouroboros", "quickdraft", "Ouroboros: draft model + phrase pool",
+           planned="not built yet (the phrases drafter of DESIGN.md); the slot is kept so the report says so"),
+    Method("plain-sampled", "quickdraft", "quickdraft, no drafter, sampled: the baseline of the sampled methods",
+           baseline="plain-sampled", sampled=True, options=(("drafter", "none"),)),
+    Method("draft-model-sampled", "quickdraft", "draft model, speculative sampling (exact in distribution)",
+           baseline="plain-sampled", sampled=True, options=(("drafter", "draft-model"),), needs=("draft-model",)),
+    *(_mentored(b) for b in MENTORED_KL_BOUNDS),
+    Method("hf-plain", "transformers", "transformers generate(), greedy"),
+    Method("hf-prompt-lookup", "transformers", "transformers generate(prompt_lookup_num_tokens=10)",
+           options=(("prompt_lookup_num_tokens", 10),)),
+    Method("hf-assisted", "transformers", "transformers generate(assistant_model=the draft model, as loaded)",
+           options=(("assistant_model", "draft"),), needs=("draft-model",)),
+    Method("llamacpp-plain", "llama.cpp", "llama.cpp greedy on the model's GGUF", baseline="llamacpp-plain",
+           needs=("llama-cpp", "gguf")),
+    Method("llamacpp-prompt-lookup", "llama.cpp", "llama.cpp with LlamaPromptLookupDecoding(num_pred_tokens=10)",
+           baseline="llamacpp-plain", options=(("num_pred_tokens", 10),), needs=("llama-cpp", "gguf")),
+)}
+GROUPS = {
+    "all": tuple(METHODS),
+    "quickdraft": tuple(n for n, m in METHODS.items() if m.engine == "quickdraft"),
+    "baselines": tuple(n for n, m in METHODS.items() if m.engine != "quickdraft"),
+    "prediction-methods": tuple(n for n, m in METHODS.items() if m.uses_prediction),
+    "sampled": tuple(n for n, m in METHODS.items() if m.sampled),
+    "mentored": tuple(n for n in METHODS if n.startswith("mentored")),
+}
+
+
+def select(names: str | list[str]) -> list[str]:
+    """Method names from a comma-separated list (groups: all, quickdraft, baselines, ...), in order.
+
+    The baseline of every chosen method is added first when missing: speedups and identity are
+    measured against it.
+
+    >>> select("lookup")
+    ['plain', 'lookup']
+    """
+    items = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    chosen: list[str] = []
+    for n in items:
+        if not n:
+            continue
+        for e in GROUPS.get(n, (n,)):
+            if e not in METHODS:
+                raise QuickdraftError(f"unknown method {e!r}: choose from {', '.join(METHODS)} "
+                                      f"(or the groups {', '.join(GROUPS)})")
+            if e not in chosen:
+                chosen.append(e)
+    if not chosen:
+        raise QuickdraftError("no method given: pass --methods with one or more of " + ", ".join(METHODS))
+    baselines = [METHODS[n].baseline for n in chosen if METHODS[n].baseline not in chosen]
+    return list(dict.fromkeys(baselines)) + chosen

@@ -1,0 +1,263 @@
+"""`quickdraft bench`: the harness on a tiny random model (2 prompts per workload), resume, the report and
+plots, option checks before any model loads, and the shape of the Predicted Outputs study.
+
+The tiny model writes gibberish; what is checked is the harness: every method runs, every exact
+method is identical to plain greedy decoding, the counts add up, and a second run adds nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+
+import pytest
+import torch
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from quickdraft import cli
+from quickdraft.bench import harness, methods, report, study, workloads
+from quickdraft.errors import QuickdraftError
+
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}assistant: {% endif %}")
+
+
+def _data_or_skip():
+    try:
+        return workloads.data_dir()
+    except QuickdraftError as e:
+        pytest.skip(f"benchmark data not available: {e}")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _data_or_skip()
+
+
+@pytest.fixture(scope="module")
+def bench_model(tiny_folder, tmp_path_factory):
+    """The tiny character-level model with a chat template and room for whole refactor files (8192 tokens)."""
+    folder = tmp_path_factory.mktemp("bench-model")
+    tok = AutoTokenizer.from_pretrained(tiny_folder)
+    tok.chat_template = CHAT_TEMPLATE
+    tok.save_pretrained(folder)
+    torch.manual_seed(1)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+                         initializer_range=0.3, eos_token_id=0, bos_token_id=None)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+SMOKE = ["bench", "run", "--workloads", "all", "--methods", "all", "--limit", "2", "--max-new-tokens", "24",
+         "--repeats", "1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(bench_model, data, tmp_path_factory):
+    """One run of every workload x every method on the tiny model, the model drafting for itself."""
+    out = tmp_path_factory.mktemp("bench-out")
+    with one_thread():
+        code = cli.main([*SMOKE, "--model", str(bench_model), "--draft-model", str(bench_model), "--out", str(out),
+                         "--data", str(data)])
+    return out, code
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Tiny tensors: a second thread only adds synchronisation (20x slower on a busy 2-core machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_smoke_every_workload_and_method(smoke_run):
+    out, code = smoke_run
+    assert code == 0
+    rows = harness.read_runs(out)
+    assert not [r for r in rows if r.get("error")]
+    ran = {r["method"] for r in rows}
+    meta = harness.read_meta(out)
+    skipped = meta["invocations"][-1]["methods_skipped"]
+    # Every method ran, except the ones whose software is missing, each with a note saying why.
+    assert set(methods.METHODS) == ran | set(skipped)
+    assert "ouroboros" in skipped and not ran & {"ouroboros"}
+    notes = " ".join(meta["invocations"][-1]["notes"])
+    for name in skipped:
+        assert f"method {name}: skipped" in notes
+    assert {"plain", "prediction", "prediction-openai", "prediction+lookup", "lookup", "draft-model",
+            "hf-plain", "hf-prompt-lookup", "hf-assisted", "plain-sampled", "draft-model-sampled"} <= ran
+    per_workload = {w: {r["task"] for r in rows if r["workload"] == w} for w in workloads.WORKLOADS}
+    assert all(len(tasks) == 2 for tasks in per_workload.values()), per_workload
+    # Prediction methods only where there is a prediction.
+    assert {r["workload"] for r in rows if r["method"].startswith("prediction")} == {"edit_eval", "refactor"}
+
+
+def test_smoke_exact_methods_identical_to_plain(smoke_run):
+    rows = harness.read_runs(smoke_run[0])
+    exact = [r for r in rows if r["exact"] and not r["sampled"]]
+    assert exact and all(r["identical"] is True for r in exact), [
+        (r["workload"], r["task"], r["method"]) for r in exact if not r["identical"]]
+    assert all(r["identical"] is None for r in rows if r["sampled"])
+
+
+def test_smoke_counts_add_up(smoke_run):
+    rows = harness.read_runs(smoke_run[0])
+    for r in rows:
+        assert r["completion_tokens"] == sum(len(t) for t in r["output_tokens"]) > 0
+        assert len(r["output_tokens"]) == r["turns"] == len(r["prompt_tokens"])
+        assert r["peak_rss_mib"] > 0 and r["memory_measure"] in harness.MEMORY_MEASURES
+        if r["accepted"] is not None:  # quickdraft, and transformers' derived counts
+            assert r["accepted"] + r["rejected"] == r["draft_tokens"]
+            assert r["accepted"] <= r["completion_tokens"]
+        if r["method"] in ("plain", "hf-plain", "plain-sampled"):
+            assert r["accepted"] == r["draft_tokens"] == 0 and r["draft_forwards"] == 0
+    mt = [r for r in rows if r["workload"] == "mt_bench"]
+    assert mt and all(r["turns"] == 2 for r in mt)  # MT-bench: the second turn follows the model's answer
+    assert all(r["draft_forwards"] > 0 for r in rows if r["method"] in ("draft-model", "hf-assisted"))
+    pred = [r for r in rows if r["workload"] in ("edit_eval", "refactor")]
+    assert all(0 <= r["output_from_prediction"] <= 1 and r["prediction_tokens"] > 0 for r in pred)
+
+
+def test_smoke_report_and_plots(smoke_run):
+    out = smoke_run[0]
+    text = (out / report.REPORT_FILE).read_text()
+    for needle in ("## Setup", "SHA-256", "Peak memory", "## End-to-end speedup", "### refactor", "### mt_bench",
+                   "hf-prompt-lookup", "ouroboros", "not built yet", "## Predictions", "quickdraft bench run",
+                   "Exactness:"):
+        assert needle in text, needle
+    assert "FAILED" not in text
+    for name in ("speedup.png", "accepted_per_pass.png", "prediction_survival.png"):
+        png = out / report.PLOTS_DIR / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_resume_adds_no_rows_and_report_rebuilds(smoke_run, bench_model, data, capsys):
+    out = smoke_run[0]
+    before = (out / harness.RUNS_FILE).read_text()
+    with one_thread():
+        code = cli.main([*SMOKE, "--model", str(bench_model), "--draft-model", str(bench_model), "--out", str(out),
+                         "--data", str(data)])
+    assert code == 0
+    assert (out / harness.RUNS_FILE).read_text() == before
+    assert "0 run(s) done" in capsys.readouterr().err
+    (out / report.REPORT_FILE).unlink()
+    assert cli.main(["bench", "report", str(out)]) == 0
+    assert (out / report.REPORT_FILE).is_file()
+    assert len(harness.read_meta(out)["invocations"]) == 2
+
+
+def test_a_mismatch_is_reported_as_a_failure(smoke_run, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(smoke_run[0], out)
+    rows = harness.read_runs(out)
+    bad = next(r for r in rows if r["method"] == "lookup")
+    bad.update(identical=False, first_divergence=3)
+    (out / harness.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = (report.build(out)).read_text()
+    assert "FAILED: 1 run(s) of exact methods differ" in text and "🔴" in text
+    assert f"| {bad['workload']} | {bad['task']} | lookup |" in text
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--workloads", "nope"], "unknown workload 'nope'"),
+    (["--methods", "magic"], "unknown method 'magic'"),
+    (["--limit", "0"], "limit must be a positive integer"),
+    (["--repeats", "-1"], "repeats must be a positive integer"),
+    (["--max-new-tokens", "0"], "max-new-tokens must be a positive integer"),
+    (["--data", "/nonexistent/data"], "benchmark data folder not found"),
+    (["--methods", "draft-model"], "need a draft model"),
+    (["--temperature", "0"], "temperature"),
+])
+def test_bad_options_fail_before_any_model_loads(args, message, data, tmp_path, capsys, monkeypatch):
+    def no_load(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr("quickdraft.api.load", no_load)
+    base = ["bench", "run", "--model", "no-such-model", "--out", str(tmp_path / "o"), "--data", str(data)]
+    assert cli.main(base + args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_resume_refuses_other_options(smoke_run, bench_model, data):
+    with pytest.raises(QuickdraftError, match="max_new_tokens: 24 there, 32 now"):
+        harness.prepare(str(bench_model), "qa", "plain", smoke_run[0], data=str(data), draft_model=str(bench_model),
+                        max_new_tokens=32, repeats=1)
+
+
+def test_selection_adds_baselines_and_expands_groups():
+    assert methods.select("lookup") == ["plain", "lookup"]
+    assert methods.select("mentored")[:1] == ["plain-sampled"]
+    assert methods.select("llamacpp-prompt-lookup") == ["llamacpp-plain", "llamacpp-prompt-lookup"]
+    assert workloads.select("spec_bench") == list(workloads.SPEC_BENCH_CATEGORIES)
+
+
+def test_workload_prompts(data):
+    (ee,) = workloads.edit_eval(data, 1)
+    assert ee.prediction.startswith("```") and ee.prediction in ee.messages[0]["content"]
+    (mt,) = workloads.spec_bench(data, "mt_bench", 1)
+    assert len(mt.followups) == 1 and mt.id == "mt_bench-81"
+    (rf,) = workloads.refactor(data, 1)
+    assert rf.prediction in rf.messages[0]["content"]
+
+
+def test_prediction_overlap_and_divergence():
+    assert harness.prediction_overlap(list("abcdef"), list("abXdef")) == (5 / 6, 5 / 6)
+    assert harness.first_divergence([[1, 2], [3]], [[1, 2], [4]]) == 2
+    assert harness.first_divergence([[1]], [[1]]) is None
+
+
+# -- the Predicted Outputs study -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def study_result(tmp_path_factory):
+    return study.run_study(tmp_path_factory.mktemp("study"), n=120, position_step=7)
+
+
+def test_study_openai_shape(study_result):
+    o = study_result.summary["openai"]
+    assert o["max_rejected_per_departure"] == 16  # at most one 16-token draft per departure
+    assert o["resume_after_min"] == o["resume_after_max"] == 32  # drafting resumes after 32 agreeing tokens
+    for r in study_result.rows:
+        if r["policy"] == "openai":
+            assert all(rej <= 16 for _, rej in r["departures"])
+            assert max(r["drafts"]) <= 16
+
+
+def test_study_default_recovers_sooner_with_fewer_passes(study_result):
+    o, d = study_result.summary["openai"], study_result.summary["default"]
+    assert d["resume_after_max"] == 1  # re-anchors after one agreeing token
+    for e in ("insertion_position", "insertion_length"):
+        assert d[f"{e}_accepted"] > o[f"{e}_accepted"] and d[f"{e}_passes"] < o[f"{e}_passes"]
+    # Measured, not wished: its longer drafts (up to 64) cost more rejected tokens at a departure.
+    assert d["max_rejected_per_departure"] > 16
+    assert d["insertion_position_rejected"] >= o["insertion_position_rejected"]
+
+
+def test_study_matches_the_hand_worked_cases():
+    # tests/test_accounting.py: a right 58-token prediction, and 5 tokens replaced at token 23.
+    s58 = list(range(1, 59))
+    right = study.simulate(s58, s58, "openai")
+    assert (right.accepted, right.rejected, right.passes) == (55, 0, 4)
+    few = study.simulate(s58, s58[:22] + [study.WRONG + i for i in range(5)] + s58[27:], "openai")
+    assert (few.accepted, few.rejected) == (21, 11)
+
+
+def test_study_cli_writes_report_and_plots(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(study, "run_study", lambda out, **k: _small_study(out))
+    assert cli.main(["bench", "predicted-outputs-study", "--out", str(tmp_path)]) == 0
+    assert "openai policy: at most 16 rejected per departure" in capsys.readouterr().out
+    assert "| most rejected tokens for one departure | 16 |" in (tmp_path / "study.md").read_text()
+    for name in ("study_bifurcation.png", "study_insertion_position.png", "study_insertion_length.png"):
+        assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+_real_run_study = study.run_study
+
+
+def _small_study(out):
+    return _real_run_study(out, n=80, position_step=16)
