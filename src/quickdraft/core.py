@@ -51,7 +51,9 @@ class Verdict:
     draft: Draft
     accepted: int  # length of the accepted prefix of draft.tokens
     tokens: tuple[int, ...]  # draft.tokens[:accepted] + (bonus,)
-    kl: float = 0.0  # lossy rules only: KL(target || emitted) summed over the positions decided (nats)
+    # lossy rules: KL(target || emitted) at each position decided here (accepted ones and the rejected one),
+    # summed, in nats: the divergence the emitted tokens actually incurred. 0.0 for exact rules.
+    kl: float = 0.0
 
     @property
     def bonus(self) -> int:
