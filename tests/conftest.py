@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from tokenizers import Tokenizer as RawTokenizer
-from tokenizers import models, pre_tokenizers
+from tokenizers import decoders, models, pre_tokenizers
 from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast,
                           Qwen2Config, Qwen2ForCausalLM)
 
@@ -73,18 +73,31 @@ class MarkovRunner:
         self._length = length
 
 
-@pytest.fixture(scope="session")
-def tiny_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny-model")
-    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [" ", "\n", ".", ",", "(", ")", ":", "="]
-    vocab = {"<eos>": 0, **{ch: i + 1 for i, ch in enumerate(letters)}}
-    raw = RawTokenizer(models.WordLevel(vocab, unk_token="<eos>"))
-    raw.pre_tokenizer = pre_tokenizers.Split("", "isolated")  # one character per token
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>")
-    tok.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+def save_char_model(folder, chars, *, chat_template=None, decoder=False, layers=2, max_positions=512, seed=0,
+                    tokenizer=None):
+    """Save a tiny random llama with a one-character-per-token tokenizer (token 0 is <eos>) to folder.
+
+    tokenizer: reuse this tokenizer instead of building one from chars.
+    """
+    if tokenizer is None:
+        vocab = {"<eos>": 0, **{ch: i + 1 for i, ch in enumerate(chars)}}
+        raw = RawTokenizer(models.WordLevel(vocab, unk_token="<eos>"))
+        raw.pre_tokenizer = pre_tokenizers.Split("", "isolated")  # one character per token
+        if decoder:
+            raw.decoder = decoders.Fuse()
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>")
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
                          initializer_range=0.3, eos_token_id=0, bos_token_id=None)
     LlamaForCausalLM(config).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_folder(tmp_path_factory):
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [" ", "\n", ".", ",", "(", ")", ":", "="]
+    return save_char_model(tmp_path_factory.mktemp("tiny-model"), letters)

@@ -13,7 +13,9 @@ import shutil
 
 import pytest
 import torch
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers import AutoTokenizer
+
+from conftest import save_char_model
 
 from quickdraft import cli
 from quickdraft.bench import harness, methods, report, study, workloads
@@ -35,16 +37,8 @@ def data():
 @pytest.fixture(scope="module")
 def bench_model(tiny_folder, tmp_path_factory):
     """The tiny character-level model with a chat template and room for whole refactor files (8192 tokens)."""
-    folder = tmp_path_factory.mktemp("bench-model")
-    tok = AutoTokenizer.from_pretrained(tiny_folder)
-    tok.chat_template = CHAT_TEMPLATE
-    tok.save_pretrained(folder)
-    torch.manual_seed(1)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
-                         initializer_range=0.3, eos_token_id=0, bos_token_id=None)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    return folder
+    return save_char_model(tmp_path_factory.mktemp("bench-model"), None, tokenizer=AutoTokenizer.from_pretrained(tiny_folder),
+                           chat_template=CHAT_TEMPLATE, layers=1, max_positions=8192, seed=1)
 
 
 SMOKE = ["bench", "run", "--workloads", "all", "--methods", "all", "--limit", "2", "--max-new-tokens", "24",

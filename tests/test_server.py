@@ -19,13 +19,11 @@ from contextlib import contextmanager
 import httpx
 import openai
 import pytest
-import torch
 import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tokenizers import Tokenizer as RawTokenizer
-from tokenizers import decoders, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from conftest import save_char_model
 
 import quickdraft
 from quickdraft import SamplingParams, cli
@@ -72,21 +70,9 @@ def client(url: str, key: str = "unused") -> openai.OpenAI:
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
     """A tiny random llama with a one-character-per-token tokenizer that has a chat template."""
-    folder = tmp_path_factory.mktemp("tiny-chat-model")
     chars = [chr(c) for c in range(32, 127)] + ["\n"]
-    vocab = {"<eos>": 0, **{ch: i + 1 for i, ch in enumerate(chars)}}
-    raw = RawTokenizer(models.WordLevel(vocab, unk_token="<eos>"))
-    raw.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    raw.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>")
-    tok.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
-    tok.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         initializer_range=0.3, eos_token_id=0, bos_token_id=None)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    return folder
+    template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+    return save_char_model(tmp_path_factory.mktemp("tiny-chat-model"), chars, chat_template=template, decoder=True)
 
 
 @pytest.fixture(scope="module")

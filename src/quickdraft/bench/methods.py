@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import QuickdraftError
+from .workloads import expand_names
 
 ENGINES = ("quickdraft", "transformers", "llama.cpp")
 MENTORED_KL_BOUNDS = (0.1, 0.5)
@@ -109,18 +109,6 @@ def select(names: str | list[str]) -> list[str]:
     >>> select("lookup")
     ['plain', 'lookup']
     """
-    items = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-    chosen: list[str] = []
-    for n in items:
-        if not n:
-            continue
-        for e in GROUPS.get(n, (n,)):
-            if e not in METHODS:
-                raise QuickdraftError(f"unknown method {e!r}: choose from {', '.join(METHODS)} "
-                                      f"(or the groups {', '.join(GROUPS)})")
-            if e not in chosen:
-                chosen.append(e)
-    if not chosen:
-        raise QuickdraftError("no method given: pass --methods with one or more of " + ", ".join(METHODS))
+    chosen = expand_names(names, METHODS, GROUPS, "method")
     baselines = [METHODS[n].baseline for n in chosen if METHODS[n].baseline not in chosen]
     return list(dict.fromkeys(baselines)) + chosen

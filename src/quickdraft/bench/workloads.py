@@ -135,27 +135,32 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
 GROUPS = {"spec_bench": SPEC_BENCH_CATEGORIES, "all": tuple(WORKLOADS)}
 
 
+def expand_names(names: str | list[str], known, groups: dict, what: str) -> list[str]:
+    """Names from a comma-separated list (or a list), groups expanded, duplicates dropped, in order.
+
+    Example: expand_names("a,g", {"a", "b", "c"}, {"g": ("b", "a")}, "x") -> ["a", "b"].
+    """
+    items = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    out: list[str] = []
+    for n in items:
+        for e in groups.get(n, (n,)) if n else ():
+            if e not in known:
+                raise QuickdraftError(f"unknown {what} {e!r}: choose from {', '.join(known)} "
+                                      f"(or the groups {', '.join(groups)})")
+            if e not in out:
+                out.append(e)
+    if not out:
+        raise QuickdraftError(f"no {what} given: pass --{what}s with one or more of " + ", ".join(known))
+    return out
+
+
 def select(names: str | list[str]) -> list[str]:
     """Workload names from a comma-separated list (groups: spec_bench, all), in the order given.
 
     >>> select("refactor,spec_bench")[:3]
     ['refactor', 'mt_bench', 'translation']
     """
-    items = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-    out: list[str] = []
-    for n in items:
-        if not n:
-            continue
-        expanded = GROUPS.get(n, (n,))
-        for e in expanded:
-            if e not in WORKLOADS:
-                raise QuickdraftError(f"unknown workload {e!r}: choose from {', '.join(WORKLOADS)} "
-                                      f"(or the groups {', '.join(GROUPS)})")
-            if e not in out:
-                out.append(e)
-    if not out:
-        raise QuickdraftError("no workload given: pass --workloads with one or more of " + ", ".join(WORKLOADS))
-    return out
+    return expand_names(names, WORKLOADS, GROUPS, "workload")
 
 
 def check_files(data: Path, names: list[str]) -> None:
