@@ -1,9 +1,35 @@
 #!/usr/bin/env bash
-# Creates .venv and installs quickdraft with its test tools. torch is pinned to 2.13.0, the CPU
-# wheel on this project's machines (an unpinned torch would pull gigabytes of CUDA packages).
+# Creates .venv and installs quickdraft with its test tools and the llama.cpp runner. torch is pinned to
+# 2.13.0, the CPU wheel on this project's machines (an unpinned torch would pull gigabytes of CUDA packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+
+# llama.cpp runner (src/quickdraft/runners/llamacpp.py): llama-cpp-python compiled from source without
+# llamafile's sgemm, whose rounding depends on how many tokens a pass holds (drafted output would not be
+# exactly plain decoding's). The compile takes about 8 minutes on 2 cores, so the wheel is kept in the
+# model cache, keyed by version and by this CPU's instruction sets (the build is native). pip's own wheel
+# cache cannot be used: it does not key on CMAKE_ARGS. QUICKDRAFT_NO_LLAMACPP=1 skips this step.
+LLAMA_CPP_VERSION=0.3.36
+installed_ok() {  # the pinned version, built without llamafile
+  LLAMA_CPP_VERSION=$LLAMA_CPP_VERSION .venv/bin/python -c 'import os, sys, llama_cpp
+info = llama_cpp.llama_print_system_info().decode()
+sys.exit(llama_cpp.__version__ != os.environ["LLAMA_CPP_VERSION"] or "LLAMAFILE = 1" in info)' 2>/dev/null
+}
+if [ "${QUICKDRAFT_NO_LLAMACPP:-0}" != 1 ] && ! installed_ok; then
+  cache="${QUICKDRAFT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/quickdraft}"
+  cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-12)
+  wheels="$cache/wheels/llama-cpp-python-$LLAMA_CPP_VERSION-nollamafile-$cpu"
+  if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    echo "setup: compiling llama-cpp-python $LLAMA_CPP_VERSION without llamafile (about 8 minutes, once per machine)" >&2
+    mkdir -p "$wheels.tmp"
+    CMAKE_ARGS="-DGGML_LLAMAFILE=OFF" .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps \
+      --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python==$LLAMA_CPP_VERSION" -w "$wheels.tmp"
+    rm -rf "$wheels" && mv "$wheels.tmp" "$wheels"
+  fi
+  .venv/bin/python -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheels"/llama_cpp_python-*.whl
+  .venv/bin/python -m pip install -q --disable-pip-version-check "$(ls "$wheels"/llama_cpp_python-*.whl)"
+fi

@@ -41,9 +41,16 @@ def _prompt_text(args: argparse.Namespace) -> str:
     return text
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+def _load(args: argparse.Namespace):
+    """The Generator that the model options of generate, serve and bench ask for."""
     from .api import load
 
+    return load(args.model, runner=args.runner, draft_model=args.draft_model, draft_runner=args.draft_runner,
+                draft_precision=args.draft_precision, max_context=getattr(args, "max_context", None),
+                threads=args.threads)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
     instruction = _prompt_text(args)
     prediction = _read(args.prediction, "prediction file") if args.prediction else None
     if args.edit:
@@ -63,8 +70,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     Acceptance(args.acceptance, args.kl_bound or 0.0).check(sampling)
     if args.drafter == "draft-model" and not args.draft_model:
         raise QuickdraftError("drafter 'draft-model' needs a draft model: pass --draft-model ALIAS|PATH")
-    gen = load(args.model, draft_model=args.draft_model, draft_precision=args.draft_precision,
-               max_context=args.max_context)
+    gen = _load(args)
     chat = None if args.chat == "auto" else args.chat == "yes"
     if chat is None:
         chat = gen.tokenizer.has_chat_template
@@ -170,7 +176,6 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .api import load
     from .server import ServerLimits, create_app
 
     # Checked before the model is loaded (which can mean a download).
@@ -179,8 +184,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise QuickdraftError(f"--port must be in 0..65535; got {args.port}")
     api_key = args.api_key or os.environ.get("QUICKDRAFT_API_KEY") or None
-    gen = load(args.model, draft_model=args.draft_model, draft_precision=args.draft_precision,
-               max_context=args.max_context)
+    gen = _load(args)
     name = args.model_name or args.model
     app = create_app(gen, model_name=name, api_key=api_key, max_queue=limits.max_queue,
                      request_timeout=limits.request_timeout, max_body_bytes=limits.max_body_bytes)
@@ -210,21 +214,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from .api import load
     from .bench import harness
-    from .models import resolve
+    from .models import gguf_file, resolve
 
-    command = ["quickdraft", "bench", "run", "--model", args.model, "--workloads", args.workloads, "--methods",
+    command = ["quickdraft", "bench", "run", "--model", args.model, "--runner", args.runner, "--workloads", args.workloads, "--methods",
                args.methods, "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), "--repeats",
                str(args.repeats), "--temperature", str(args.temperature), "--out", args.out]
-    command += ["--draft-model", args.draft_model, "--draft-precision", args.draft_precision] if args.draft_model else []
+    command += ["--draft-model", args.draft_model] if args.draft_model else []
+    command += ["--draft-runner", args.draft_runner] if args.draft_runner else []
+    command += ["--draft-precision", args.draft_precision] if args.draft_precision else []
+    command += ["--threads", str(args.threads)] if args.threads else []
     command += ["--data", args.data] if args.data else []
     # Every option is checked here, before any model loads.
     config = harness.prepare(args.model, args.workloads, args.methods, args.out, data=args.data,
-                             draft_model=args.draft_model, draft_precision=args.draft_precision, limit=args.limit,
+                             draft_model=args.draft_model, draft_precision=args.draft_precision, runner=args.runner,
+                             limit=args.limit,
                              max_new_tokens=args.max_new_tokens, repeats=args.repeats, temperature=args.temperature,
                              progress=not args.no_progress, argv=command)
-    gen = load(args.model, draft_model=args.draft_model, draft_precision=args.draft_precision)
-    summary = harness.run(config, gen, model_path=resolve(args.model, progress=False),
-                          draft_path=resolve(args.draft_model, progress=False) if args.draft_model else None)
+    gen = _load(args)
+    def weights(name: str, kind: str):  # the files that ran: the GGUF itself on llama.cpp, no conversion
+        return gguf_file(name, progress=False) if kind == "llama.cpp" else resolve(name, progress=False)
+
+    summary = harness.run(config, gen, model_path=weights(args.model, args.runner),
+                          draft_path=weights(args.draft_model, args.draft_runner or args.runner) if args.draft_model else None)
     path = report.build(config.out)
     print(f"{summary.ran} run(s) done, {summary.resumed} already there; report: {path}", file=sys.stderr)
     if summary.mismatches:
@@ -332,10 +343,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
+    """The model options shared by generate, serve and bench: runner, draft model, threads."""
+    from .api import RUNNERS
+
+    p.add_argument("--runner", choices=RUNNERS, default="transformers",
+                   help="transformers (float32; the default) or llama.cpp (runs the GGUF as it is: 3-4x faster on a "
+                   "CPU; needs pip install -e '.[llamacpp]')")
+    p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     p.add_argument("--draft-model", metavar="M", help="a smaller model with the same tokenizer (alias, folder or .gguf) "
                    "for speculative decoding; used by drafter draft-model, and by auto when there is no prediction")
-    p.add_argument("--draft-precision", choices=["int8", "fp32"], default="int8",
-                   help="precision the draft model runs in (default int8: ~4x cheaper on a CPU; never changes the output)")
+    p.add_argument("--draft-runner", choices=RUNNERS, default=None, help="the draft model's runner (default: --runner)")
+    p.add_argument("--draft-precision", choices=["int8", "fp32"], default=None,
+                   help="precision of a transformers draft model (default int8: ~4x cheaper on a CPU; never changes "
+                   "the output)")
 
 
 def main(argv: list[str] | None = None) -> int:

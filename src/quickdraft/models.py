@@ -48,7 +48,7 @@ from .errors import HashMismatchError, ModelError, UnknownModelError
 
 __all__ = [
     "ALIASES", "DEFAULT_MODEL", "ModelEntry", "PackagedModel",
-    "convert", "home", "list_models", "pull", "remove", "resolve",
+    "convert", "gguf_file", "home", "list_models", "pull", "remove", "resolve",
 ]
 
 _CHUNK = 1 << 20  # 1 MiB: copy/hash block, and the size of each end sampled by the .gguf key
@@ -598,6 +598,27 @@ def resolve(model: str, progress: bool = True) -> Path:
         return _resolve_alias(model, progress)
     if _looks_like_path(model):
         raise ModelError(f"model file or folder not found: {path}")
+    raise _unknown(model)
+
+
+def gguf_file(model: str, progress: bool = True) -> Path:
+    """The GGUF file of ``model`` (a ``.gguf`` path, or an alias: pulled and verified, never converted).
+
+    For runners that read GGUF files themselves (llama.cpp). A transformers folder has no GGUF:
+    that is an error that says what to pass instead.
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        raise ModelError(f"{path} is a folder; the llama.cpp runner needs a .gguf file or one of: "
+                         f"{', '.join(sorted(ALIASES))} (or use the transformers runner for this folder)")
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelError(f"{path} is not a .gguf file; give a .gguf file or one of: {', '.join(sorted(ALIASES))}")
+        return path
+    if model in ALIASES:
+        return pull(model, progress=progress)
+    if _looks_like_path(model):
+        raise ModelError(f"model file not found: {path}")
     raise _unknown(model)
 
 

@@ -70,3 +70,33 @@ class ByteTokenizer:
 
     def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
         raise QuickdraftError("the byte tokenizer has no chat template: pass the prompt as a plain string")
+
+
+def render_chat_template(template: str, messages: list[dict[str, str]], **special_tokens: str) -> str:
+    """A chat template (Jinja) rendered the way transformers' apply_chat_template renders it.
+
+    Same environment (sandboxed, trim_blocks, lstrip_blocks, loop controls), the same `tojson`,
+    `raise_exception` and `strftime_now`, the generation prompt added; special_tokens are the names a
+    template may use (bos_token, eos_token). Used for GGUF models run without transformers.
+    """
+    import json
+    from datetime import datetime
+
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
+               sort_keys: bool = False) -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    try:
+        return env.from_string(template).render(messages=messages, add_generation_prompt=True, **special_tokens)
+    except TemplateError as e:
+        raise QuickdraftError(f"the model's chat template refused these messages: {e}") from None

@@ -47,7 +47,7 @@ RED, RESET = "\033[31m", "\033[0m"
 RUNS_FILE, META_FILE = "runs.jsonl", "run.json"
 SCHEMA = 1
 # Options that decide what a row measures: a resumed run must use the same ones.
-RESUME_KEYS = ("model", "draft_model", "draft_precision", "max_new_tokens", "temperature", "data")
+RESUME_KEYS = ("model", "runner", "draft_model", "draft_precision", "max_new_tokens", "temperature", "data")
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ class BenchConfig:
     out: Path
     data: Path
     draft_model: str | None = None
-    draft_precision: str = "int8"
+    draft_precision: str | None = None  # a transformers draft model's (None: int8)
+    runner: str = "transformers"  # the target's runner: "transformers" or "llama.cpp"
     limit: int = 5
     max_new_tokens: int = 256
     repeats: int = 3
@@ -74,19 +75,23 @@ class BenchConfig:
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
                 or not 0 < self.temperature < float("inf"):
             raise QuickdraftError(f"temperature (of the sampled methods) must be a number > 0; got {self.temperature!r}")
-        if self.draft_precision not in ("int8", "fp32"):
+        if self.draft_precision not in (None, "int8", "fp32"):
             raise QuickdraftError(f"draft precision must be int8 or fp32; got {self.draft_precision!r}")
+        from ..api import RUNNERS
+
+        if self.runner not in RUNNERS:
+            raise QuickdraftError(f"runner must be one of {', '.join(RUNNERS)}; got {self.runner!r}")
 
 
 def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: str | None = None,
-            draft_model: str | None = None, draft_precision: str = "int8", limit: int = 5,
+            draft_model: str | None = None, draft_precision: str | None = None, runner: str = "transformers", limit: int = 5,
             max_new_tokens: int = 256, repeats: int = 3, temperature: float = 0.7, progress: bool = True,
             argv: Sequence[str] = ()) -> BenchConfig:
     """Check every option (names, numbers, data files, resume compatibility) without loading a model."""
     config = BenchConfig(model=model, workloads=tuple(workloads_mod.select(workloads)),
                          methods=tuple(methods_mod.select(methods)), out=Path(out),
                          data=workloads_mod.data_dir(data), draft_model=draft_model,
-                         draft_precision=draft_precision, limit=limit, max_new_tokens=max_new_tokens,
+                         draft_precision=draft_precision, runner=runner, limit=limit, max_new_tokens=max_new_tokens,
                          repeats=repeats, temperature=temperature, progress=progress, argv=tuple(argv))
     workloads_mod.check_files(config.data, list(config.workloads))
     # Methods asked for by name or group need their draft model; under "all" they are skipped with a note.
@@ -108,7 +113,8 @@ def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: 
 
 
 def _resume_view(config: BenchConfig) -> dict[str, Any]:
-    return {"model": config.model, "draft_model": config.draft_model, "draft_precision": config.draft_precision,
+    return {"model": config.model, "runner": config.runner, "draft_model": config.draft_model,
+            "draft_precision": config.draft_precision,
             "max_new_tokens": config.max_new_tokens, "temperature": config.temperature,
             "data": str(config.data.resolve())}
 
@@ -313,6 +319,11 @@ class Session:
                             f"{option!r} parameter): skipped until it lands")
             elif need == "draft-model" and self.gen.draft_runner is None:
                 return "no draft model loaded (pass --draft-model)"
+            elif need == "transformers-runner" and not hasattr(self.gen.runner, "model"):
+                return "the target runs on llama.cpp: transformers' generate() needs --runner transformers"
+            elif need == "transformers-runner" and "assistant_model" in method.kwargs \
+                    and not hasattr(self.gen.draft_runner, "model"):
+                return "the draft model runs on llama.cpp: transformers' assistant_model needs --draft-runner transformers"
             elif need == "llama-cpp":
                 try:
                     import llama_cpp  # noqa: F401

