@@ -22,6 +22,7 @@ from .engine import Limits, check_prompt, generate as engine_generate
 from .errors import QuickdraftError
 from .runners.base import Runner
 from .sampling import SamplingParams
+from .sizing import DraftSizer, sizing_for
 from .stopping import StopStrings
 from .tokenizer import Tokenizer
 
@@ -80,6 +81,7 @@ class Generator:
         self.name = name
         self.draft_runner = draft_runner
         self.draft_name = draft_name
+        self.pass_cost: list[float] = [0.0] * 5  # what the runner's passes cost (sizing.py), kept across requests
 
     # -- request preparation (all validation happens here, before any model work) -----------
     def encode_prompt(self, prompt: Prompt, chat: bool | None = None) -> list[int]:
@@ -160,6 +162,7 @@ class Generator:
         sampling: SamplingParams = SamplingParams(),
         acceptance: str = "exact",
         kl_bound: float | None = None,
+        draft_sizing: str = "auto",
     ) -> "Stream":
         """Start a generation; iterate the returned Stream for Chunks, then read `.result`.
 
@@ -173,6 +176,9 @@ class Generator:
         drafts are verified by speculative sampling, which keeps the output distribution exact.
         acceptance: "exact" (the default) or "mentored" (sampling only, lossy: accepts more draft
         tokens while KL(target || emitted) stays <= kl_bound per token; stats report the KL used).
+        draft_sizing: "cost" caps each draft at the length that pays on this runner, from measured pass
+        costs and acceptance (sizing.py; never changes the output); "off" verifies drafts as proposed;
+        "auto" (default): "cost" on the llama.cpp runner, "off" on transformers.
         """
         if not isinstance(sampling, SamplingParams):
             raise QuickdraftError(f"sampling must be a SamplingParams; got {type(sampling).__name__}")
@@ -182,9 +188,10 @@ class Generator:
         rule.check(sampling)
         limits = Limits(max_new_tokens=max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
         stops = _stop_list(stop)
+        sizer = DraftSizer(cost=self.pass_cost) if sizing_for(self.runner, draft_sizing) else None
         ids = self.encode_prompt(prompt, chat)
         d = self.make_drafter(drafter, prediction, policy, lookup, draft, sampling)
-        return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode), sampling, rule)
+        return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode), sampling, rule, sizer)
 
     def generate(self, prompt: Prompt, **options: Any) -> Result:
         """Like `stream`, run to the end; takes the same keyword options."""
@@ -214,9 +221,9 @@ class Stream:
     """
 
     def __init__(self, gen: Generator, prompt_ids: list[int], limits: Limits, drafter: Drafter, stops: StopStrings,
-                 sampling: SamplingParams, acceptance: Acceptance = Acceptance()):
+                 sampling: SamplingParams, acceptance: Acceptance = Acceptance(), sizer: DraftSizer | None = None):
         self.gen, self.prompt_ids, self.limits, self.drafter, self.stops = gen, prompt_ids, limits, drafter, stops
-        self.sampling, self.acceptance = sampling, acceptance
+        self.sampling, self.acceptance, self.sizer = sampling, acceptance, sizer
         self.stats = Stats()
         self.result: Result | None = None
 
@@ -228,7 +235,7 @@ class Stream:
         hold = max(0, self.stops.longest - 1)
         finish = "length"
         steps = engine_generate(self.gen.runner, self.prompt_ids, self.limits, self.drafter, self.stops, self.stats,
-                                self.sampling, self.acceptance)
+                                self.sampling, self.acceptance, self.sizer)
         for step in steps:
             out.extend(step.tokens)
             flags.extend(step.from_draft)

@@ -78,7 +78,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     request = messages if chat else prompt
     options = dict(prediction=prediction, drafter=args.drafter, policy=args.policy,
                    max_new_tokens=args.max_new_tokens, stop=args.stop or None, sampling=sampling, draft=draft,
-                   acceptance=args.acceptance, kl_bound=args.kl_bound)
+                   acceptance=args.acceptance, kl_bound=args.kl_bound, draft_sizing=args.draft_sizing)
     # Validate everything (and warm the model up) before timing anything.
     gen.stream(request, **options)
     gen.generate(request, drafter="none", max_new_tokens=2, stop=None)
@@ -270,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--draft-length", default="auto", metavar="N|auto",
                    help="draft model tokens per target pass: a fixed N, or auto (adaptive, the default)")
     g.add_argument("--policy", default="default", choices=["default", "openai"], help="prediction drafting policy")
+    g.add_argument("--draft-sizing", default="auto", choices=["auto", "cost", "off"],
+                   help="cap drafts at the length that pays on this runner (cost), or not (off); auto: cost on "
+                   "llama.cpp, off on transformers. Never changes the output")
     g.add_argument("--max-new-tokens", type=int, default=512)
     g.add_argument("--max-context", type=int, default=None, help="cap the context length (default: the model's)")
     g.add_argument("--stop", action="append", help="stop string (repeatable)")

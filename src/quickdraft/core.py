@@ -36,6 +36,12 @@ class Draft:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    def head(self, k: int) -> "Draft":
+        """Its first k tokens (with their distributions): (5, 6, 7).head(2) -> (5, 6)."""
+        if k >= len(self.tokens):
+            return self
+        return Draft(self.tokens[:k], None if self.probs is None else self.probs[:k], self.source, self.forwards)
+
 
 EMPTY_DRAFT = Draft()
 

@@ -26,6 +26,7 @@ from .drafters.base import Drafter, NoDrafter
 from .errors import QuickdraftError
 from .runners.base import Runner
 from .sampling import SamplingParams
+from .sizing import DraftSizer
 
 # Given the output so far and how many of its tokens are new this step, return how many output
 # tokens to keep if a stop sequence was completed by one of the new tokens, else None.
@@ -61,8 +62,11 @@ def generate(
     stats: Stats | None = None,
     sampling: SamplingParams = SamplingParams(),
     acceptance: Acceptance = Acceptance(),
+    sizer: DraftSizer | None = None,
 ) -> Iterator[Step]:
     """Yield one Step per target pass until a stopping rule fires; fills `stats` as it goes.
+
+    sizer: caps each draft at the length that pays on this runner (sizing.py); None: drafts as proposed.
 
     Greedy (temperature 0) output equals plain greedy decoding token for token; sampled output is
     distributed as plain sampling from the target's processed distribution, unless a lossy
@@ -84,14 +88,23 @@ def generate(
 
     context = list(prompt)
     out: list[int] = []
+    source = ""  # the drafter that proposed last
     while True:
         t_step = time.perf_counter()
         # A pass emits at most len(draft) + 1 tokens: never draft past the limits.
         budget = min(limits.max_new_tokens - len(out), runner.max_context - len(context)) - 1
+        if sizer is not None:  # as long as pays, for the drafter that proposed last (sizing.py)
+            budget = sizer.cap(source, budget)
         draft = drafter.propose(context, budget) if budget > 0 else EMPTY_DRAFT
+        if sizer is not None and draft.tokens and draft.source != source:  # another drafter of a chain
+            draft = draft.head(sizer.cap(draft.source, len(draft)))
+        source = draft.source or source
         t_drafted = time.perf_counter()
         logits = runner.forward([context[-1], *draft.tokens])  # [len(draft) + 1, vocab_size]
+        t_verified = time.perf_counter()
         verdict = verify(draft, logits, sampling, acceptance, rng)
+        if sizer is not None:
+            sizer.record(draft.source, len(draft), verdict.accepted, len(draft) + 1, t_verified - t_drafted)
         runner.rollback(len(context) + verdict.accepted)
         context.extend(verdict.tokens)
         drafter.observe(context, verdict)

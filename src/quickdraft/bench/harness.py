@@ -448,8 +448,11 @@ class Session:
         key = f"lookup{lookup}" if lookup else "plain"
         if key not in self._llama:
             draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup) if lookup else None
+            # logits_all with a draft model: llama-cpp-python 0.3.36 turns it on itself for drafting but sizes
+            # its score buffer from the argument, and overflows it on the first prompt longer than n_batch
             self._llama[key] = Llama(model_path=str(self.gguf_path()), n_ctx=self.gen.runner.max_context,
-                                     n_threads=os.cpu_count(), draft_model=draft, verbose=False)
+                                     n_threads=os.cpu_count(), draft_model=draft, logits_all=draft is not None,
+                                     verbose=False)
         llm = self._llama[key]
         eos = set(self.gen.tokenizer.eos_token_ids) | {llm.token_eos()}
         tokens: list[int] = []

@@ -177,6 +177,8 @@ class LlamaCppModel:
 class LlamaCppRunner:
     """The Runner protocol (runners/base.py) over one llama.cpp context, sequence 0."""
 
+    draft_sizing = "cost"  # a pass costs nearly in proportion to its tokens here: cap drafts (sizing.py)
+
     def __init__(self, model: LlamaCppModel, config: LlamaCppConfig = LlamaCppConfig()):
         ll = self._ll = _llama()
         self.llm = model

@@ -1,0 +1,107 @@
+"""llama.cpp baselines on a stock llama-cpp-python build, for the same prompts as a `quickdraft bench` run.
+
+quickdraft's llama.cpp runner needs a build without llamafile (runners/llamacpp.py), and one process
+can hold only one build, so the stock build (what `pip install llama-cpp-python` compiles, with its
+default kernels) is measured in a second virtual environment, on prompt token ids written by the first:
+
+    .venv/bin/python scripts/llamacpp_stock_baseline.py prompts --model qwen2.5-coder-0.5b \\
+        --workloads refactor,summarization --limit 5 --out prompts.json
+    python3 -m venv /tmp/stock && /tmp/stock/bin/pip install llama-cpp-python==0.3.36
+    /tmp/stock/bin/python scripts/llamacpp_stock_baseline.py run --prompts prompts.json \\
+        --max-new-tokens refactor=512,summarization=200 --out stock.jsonl
+
+`run` imports nothing but llama_cpp and the standard library. Methods: plain greedy (Llama.generate)
+and llama-cpp-python's LlamaPromptLookupDecoding(num_pred_tokens=10), as `quickdraft bench` runs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def cmd_prompts(args: argparse.Namespace) -> None:
+    from quickdraft import models
+    from quickdraft.bench import workloads
+    from quickdraft.runners.llamacpp import LlamaCppModel, LlamaCppTokenizer
+
+    gguf = models.gguf_file(args.model, progress=False)
+    tok = LlamaCppTokenizer(LlamaCppModel(gguf))
+    data = workloads.data_dir(args.data)
+    rows = []
+    for name in workloads.select(args.workloads):
+        for task in workloads.WORKLOADS[name].load(data, args.limit):
+            rows.append({"workload": name, "task": task.id, "prompt_ids": tok.encode_chat(list(task.messages))})
+    json.dump({"model": args.model, "gguf": str(gguf), "eos": sorted(tok.eos_token_ids), "prompts": rows},
+              open(args.out, "w"))
+    print(f"wrote {len(rows)} prompts to {args.out}")
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from llama_cpp import Llama
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    doc = json.load(open(args.prompts))
+    limits = dict(kv.split("=") for kv in args.max_new_tokens.split(","))
+    eos = set(doc["eos"])
+    threads = len(os.sched_getaffinity(0))
+    engines = {
+        "stock-plain": Llama(model_path=doc["gguf"], n_ctx=args.n_ctx, n_threads=threads, verbose=False),
+        # logits_all: see the note in quickdraft/bench/harness.py (a 0.3.36 bug with draft models)
+        "stock-prompt-lookup": Llama(model_path=doc["gguf"], n_ctx=args.n_ctx, n_threads=threads, verbose=False,
+                                     draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10), logits_all=True),
+    }
+    info = __import__("llama_cpp").llama_print_system_info().decode()
+    with open(args.out, "a") as sink:
+        for repeat in range(args.repeats):
+            for row in doc["prompts"]:
+                for method, llm in engines.items():  # interleaved: each task runs every method in turn
+                    n = int(limits[row["workload"]])
+                    out: list[int] = []
+                    t0 = time.perf_counter()
+                    first = None
+                    for t in llm.generate(row["prompt_ids"], temp=0.0, top_k=1, top_p=1.0, min_p=0.0,
+                                          repeat_penalty=1.0, reset=True):
+                        first = first or time.perf_counter()
+                        if t in eos:
+                            break
+                        out.append(t)
+                        if len(out) >= n:
+                            break
+                    total = time.perf_counter() - t0
+                    rec = {"workload": row["workload"], "task": row["task"], "method": method, "repeat": repeat,
+                           "prompt_tokens": len(row["prompt_ids"]), "completion_tokens": len(out),
+                           "prefill_s": round(first - t0, 3), "total_s": round(total, 3),
+                           "tokens_per_s": round(len(out) / total, 3), "output_tokens": out, "system_info": info}
+                    sink.write(json.dumps(rec) + "\n")
+                    sink.flush()
+                    print(f"{row['workload']}/{row['task']} {method}: {len(out)} tokens, {total:.1f} s "
+                          f"({rec['prefill_s']:.1f} s to the first token)", file=sys.stderr)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("prompts", help="write the prompt token ids of benchmark tasks (needs quickdraft)")
+    a.add_argument("--model", default="qwen2.5-coder-0.5b")
+    a.add_argument("--workloads", default="refactor,summarization")
+    a.add_argument("--limit", type=int, default=5)
+    a.add_argument("--data", default=None)
+    a.add_argument("--out", required=True)
+    a.set_defaults(func=cmd_prompts)
+    b = sub.add_parser("run", help="run stock llama.cpp on them (needs only llama-cpp-python)")
+    b.add_argument("--prompts", required=True)
+    b.add_argument("--max-new-tokens", required=True, help="per workload, e.g. refactor=512,summarization=200")
+    b.add_argument("--n-ctx", type=int, default=16384)
+    b.add_argument("--repeats", type=int, default=1)
+    b.add_argument("--out", required=True)
+    b.set_defaults(func=cmd_run)
+    args = p.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
