@@ -1,8 +1,8 @@
-"""Runner over llama.cpp (llama-cpp-python's low-level API) for GGUF models: the fast CPU path.
+"""Runner over llama.cpp (llama-cpp-python's low-level API) for GGUF models, in their own 4-bit weights.
 
 On a CPU llama.cpp reads the 4-bit weights of a GGUF file directly instead of float32 copies, which
-makes every pass 3-4x cheaper than transformers (shared/models.md). This module gives the engine the
-same Runner protocol over it, plus the GGUF's own vocabulary as the Tokenizer:
+makes a one-token pass 3-4x cheaper than transformers (shared/models.md). This module gives the engine
+the same Runner protocol over it, plus the GGUF's own vocabulary as the Tokenizer:
 
     prefill(tokens)      llama_decode in chunks of n_batch, no logits
     forward(tokens)      one llama_decode with logits for every position -> [n, vocab] float32
@@ -23,12 +23,16 @@ runner does about each:
 
 With all four, the difference is exactly 0.0 for every n from 2 to 64 and past 512 cached tokens on
 smollm2-135m, qwen2.5-coder-0.5b and -1.5b (`batch_invariance`; tests/test_llamacpp.py), so every
-drafter's output equals llama.cpp's own plain greedy decoding token for token. The environment
+drafter's output equals this runner's plain decoding token for token, which is llama.cpp's greedy
+decoding on these kernels (llama-cpp-python's Llama.generate gives the same tokens on smollm2-135m;
+with its default repacked weights it writes other text at some near-ties on the Qwen models). The
+price is speed: without the batched kernels, prefill is 1.6-2x slower than a stock build's and a pass
+costs nearly in proportion to its tokens (docs/llamacpp.md). The environment
 variable is set when this module is imported (it is read once, at llama.cpp's first matrix product);
 a process that sets it to anything else is refused, like a build with llamafile.
 
 Trees (several candidate continuations in one pass, through sequence ids) are not offered by this
-runner yet: it has no tree `forward`, and drafters that need one are refused where they are chosen.
+runner yet: it has no tree `forward`, and no drafter asks for one yet.
 
 Models whose state cannot be cut back to any earlier position (recurrent or hybrid layers) are refused
 at construction; sliding-window models keep their full cache (swa_full) so that rollback is exact.
