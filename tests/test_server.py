@@ -630,3 +630,24 @@ def test_real_model_chat_with_prediction_equals_the_library():
     d = r.usage.completion_tokens_details
     assert d.accepted_prediction_tokens == expected.stats.accepted_prediction_tokens > 20
     assert d.rejected_prediction_tokens == expected.stats.rejected_prediction_tokens
+
+
+@pytest.mark.real_model
+def test_llama_cpp_runner_served_equals_the_library():
+    """The server on the llama.cpp runner (generations run on the worker thread): the same text as the
+    library, streamed and not. Accepted counts are not compared exactly: on llama.cpp drafts are sized
+    from measured timings (sizing.py), which changes how many tokens are drafted, never the output."""
+    gen = quickdraft.load("smollm2-135m", runner="llama.cpp", max_context=2048, progress=False)
+    messages = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
+    plain = gen.generate(messages, drafter="none", max_new_tokens=40, sampling=GREEDY)
+    prediction = plain.text.replace("def ", "def  ", 1)
+    with serving(gen, model_name="smollm2-135m") as url:
+        c = client(url)
+        r = c.chat.completions.create(model="smollm2-135m", messages=messages, max_tokens=40, temperature=0,
+                                      prediction={"type": "content", "content": prediction})
+        stream = c.chat.completions.create(model="smollm2-135m", messages=messages, max_tokens=40, temperature=0,
+                                           stream=True, stream_options={"include_usage": True})
+        streamed, finish, usage = read_stream(stream)
+    assert r.choices[0].message.content == plain.text == streamed
+    assert r.usage.completion_tokens == plain.stats.completion_tokens == usage.completion_tokens
+    assert r.usage.completion_tokens_details.accepted_prediction_tokens > 10
