@@ -27,14 +27,10 @@ def sizer_with(a: float | None, ratio: float | None, source: str = "lookup", wei
         for _ in range(weight):
             record("none", 0, 0)
             record("none", 10, 0)
-    if a is not None:  # 1000 tries: A accepted tokens, R rejections (one per pass that had one)
+    if a is not None:  # 1000 tries: A accepted tokens, R rejections (one per pass that had one); needs ratio
+        assert ratio is not None
         A = round(a * 1000)
         R = 1000 - A
-        if ratio is None:  # passes of one size only, so that no slope can be fitted
-            s.record(source, 1, A and 1, 1, 1.0)
-            s.cost = [0.0] * 5
-            s._acceptance[source] = [float(A), 1000.0]
-            return s
         for _ in range(weight):
             if R == 0:
                 record(source, 1000, 1000)

@@ -212,7 +212,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"wrote {report.build(Path(args.dir))}")
         return 0
 
-    from .api import load
     from .bench import harness
     from .models import gguf_file, resolve
 
