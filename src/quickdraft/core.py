@@ -32,15 +32,20 @@ class Draft:
     probs: torch.Tensor | None = None  # [len(tokens), vocab_size] or None
     source: str = ""  # which drafter proposed it ("prediction", "lookup", "draft-model", ...)
     forwards: int = 0  # draft-model forward passes spent producing it (0 for lookup-style drafters)
+    # None: a linear draft. Otherwise a tree (trees.py): parents[i] is the index of token i's parent
+    # in the draft, -1 for the last context token; the target keeps its longest accepted path.
+    parents: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     def head(self, k: int) -> "Draft":
-        """Its first k tokens (with their distributions): (5, 6, 7).head(2) -> (5, 6)."""
+        """Its first k tokens (with their distributions): (5, 6, 7).head(2) -> (5, 6). For a tree, the
+        subtree of its first k tokens (parents come before children)."""
         if k >= len(self.tokens):
             return self
-        return Draft(self.tokens[:k], None if self.probs is None else self.probs[:k], self.source, self.forwards)
+        return Draft(self.tokens[:k], None if self.probs is None else self.probs[:k], self.source, self.forwards,
+                     None if self.parents is None else self.parents[:k])
 
 
 EMPTY_DRAFT = Draft()
@@ -60,6 +65,8 @@ class Verdict:
     # lossy rules: KL(target || emitted) at each position decided here (accepted ones and the rejected one),
     # summed, in nats: the divergence the emitted tokens actually incurred. 0.0 for exact rules.
     kl: float = 0.0
+    # tree drafts: draft indices of the accepted root-to-node path (len == accepted); None for linear drafts
+    path: tuple[int, ...] | None = None
 
     @property
     def bonus(self) -> int:

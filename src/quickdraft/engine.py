@@ -3,9 +3,9 @@
     prefill(prompt[:-1])
     while not done:
         draft   = drafter.propose(context, budget)
-        logits  = runner.forward([context[-1], *draft])     # one target pass
-        verdict = verify(draft, logits)                      # accepted prefix + bonus token
-        runner.rollback(len(context) + verdict.accepted)     # cache keeps the accepted tokens
+        logits  = runner.forward([context[-1], *draft])     # one target pass (forward_tree for a tree)
+        verdict = verify(draft, logits)                      # accepted prefix (or path) + bonus token
+        runner.rollback(len(context) + verdict.accepted)     # cache keeps the accepted tokens (keep: a path)
         context += verdict.tokens; drafter.observe(context, verdict)
         yield the step's tokens, cut where a stopping rule fires
 
@@ -24,7 +24,7 @@ from .acceptance import Acceptance, verify
 from .core import EMPTY_DRAFT, Stats, Step
 from .drafters.base import Drafter, NoDrafter
 from .errors import QuickdraftError
-from .runners.base import Runner
+from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
 from .sizing import DraftSizer
 
@@ -100,12 +100,20 @@ def generate(
             draft = draft.head(sizer.cap(draft.source, len(draft)))
         source = draft.source or source
         t_drafted = time.perf_counter()
-        logits = runner.forward([context[-1], *draft.tokens])  # [len(draft) + 1, vocab_size]
+        if draft.parents is None:
+            logits = runner.forward([context[-1], *draft.tokens])  # [len(draft) + 1, vocab_size]
+        else:  # a tree (trees.py): every branch in one pass
+            if not supports_trees(runner):
+                raise QuickdraftError(f"{type(runner).__name__} cannot verify tree drafts; use a drafter without trees")
+            logits = runner.forward_tree([context[-1], *draft.tokens], draft.parents)
         t_verified = time.perf_counter()
         verdict = verify(draft, logits, sampling, acceptance, rng)
         if sizer is not None:
             sizer.record(draft.source, len(draft), verdict.accepted, len(draft) + 1, t_verified - t_drafted)
-        runner.rollback(len(context) + verdict.accepted)
+        if verdict.path is None:
+            runner.rollback(len(context) + verdict.accepted)
+        else:  # keep the root and the accepted path's rows of this pass
+            runner.keep(len(context) - 1, (0, *(i + 1 for i in verdict.path)))
         context.extend(verdict.tokens)
         drafter.observe(context, verdict)
 

@@ -3,6 +3,7 @@
     exact     greedy: the longest prefix equal to the target's argmax (greedy.py);
               sampling: speculative sampling, lossless (rejection.py)
     mentored  sampling only: lossy, KL(target || emitted) <= kl_bound per token (mentored.py)
+    tree      tree drafts, exact (greedy and sampling): follow the target's own pick down the tree (tree.py)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..sampling import SamplingParams, probs_from_logits
 from .greedy import verify_greedy
 from .mentored import verify_mentored
 from .rejection import verify_sampling
+from .tree import verify_tree
 
 RULES = ("exact", "mentored")
 
@@ -49,6 +51,10 @@ class Acceptance:
 def verify(draft: Draft, logits: torch.Tensor, sampling: SamplingParams, acceptance: Acceptance,
            generator: torch.Generator | None) -> Verdict:
     """logits: [len(draft) + 1, vocab_size], the target's raw scores for the draft positions."""
+    if draft.parents is not None:
+        if acceptance.rule == "mentored":
+            raise QuickdraftError("mentored acceptance takes linear drafts only; tree drafts are verified exactly")
+        return verify_tree(draft, logits, sampling, generator)
     if sampling.greedy:
         return verify_greedy(draft, logits)
     probs = probs_from_logits(logits, sampling)  # [len(draft) + 1, vocab_size]
@@ -57,4 +63,4 @@ def verify(draft: Draft, logits: torch.Tensor, sampling: SamplingParams, accepta
     return verify_sampling(draft, probs, generator)
 
 
-__all__ = ["Acceptance", "RULES", "verify", "verify_greedy", "verify_mentored", "verify_sampling"]
+__all__ = ["Acceptance", "RULES", "verify", "verify_greedy", "verify_mentored", "verify_sampling", "verify_tree"]

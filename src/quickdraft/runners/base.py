@@ -8,6 +8,13 @@ every context token but the last one, which goes in as the first input of the ne
                                      the token after input i
     rollback(len(prompt) + 1)        cache = prompt + [d1]  (d1 accepted, d2 rejected)
 
+Tree drafts (trees.py) need two more methods, which a runner offers only where it can do them
+exactly (`supports_trees`):
+
+    forward_tree([root, a, b, c], parents=(-1, 0, 0))   cache = prompt + [a, b, c]; each input
+                                     attends to its ancestors only; logits [4, vocab]
+    keep(len(prompt) - 1, rows=(0, 2))                   cache = prompt + [b]  (path root-b kept)
+
 Rollback is position bookkeeping: a runner whose cache cannot be cut back must refuse at construction
 (UnsupportedModelError), never silently produce different text.
 """
@@ -43,3 +50,21 @@ class Runner(Protocol):
     def rollback(self, length: int) -> None:
         """Keep the first `length` cached tokens, drop the rest."""
         ...
+
+
+class TreeRunner(Runner, Protocol):
+    supports_trees: bool  # False where the model cannot (e.g. sliding-window caches): no tree drafts
+
+    def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
+        """Append `tokens` ([root, *draft]) to the cache, each attending to the cache and its ancestors
+        (parents: the draft's, trees.py); return their logits, float32 [len(tokens), vocab_size]."""
+        ...
+
+    def keep(self, start: int, rows: Sequence[int]) -> None:
+        """Keep the first `start` cached tokens and, after them, the tokens at offsets `rows` (increasing)
+        from `start`; drop the rest."""
+        ...
+
+
+def supports_trees(runner: Runner) -> bool:
+    return bool(getattr(runner, "supports_trees", False))

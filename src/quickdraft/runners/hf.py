@@ -11,6 +11,7 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from .. import trees
 from ..errors import UnsupportedModelError
 
 PREFILL_CHUNK = 1024  # tokens per prefill pass: bounds attention memory on long prompts
@@ -45,6 +46,9 @@ class HFRunner:
         self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
         self.max_context: int = max_context or getattr(config, "max_position_embeddings", None) or 2048
         self.cache = self._new_cache()  # refuses models it cannot roll back, before any work
+        # Trees need every layer's keys in one tensor per layer to pick a path from (sliding-window
+        # layers keep a rolling buffer instead).
+        self.supports_trees: bool = not any(getattr(layer, "is_sliding", False) for layer in self.cache.layers)
 
     def _new_cache(self) -> DynamicCache:
         cache = DynamicCache(config=self.model.config)
@@ -77,6 +81,28 @@ class HFRunner:
         ids = torch.tensor([list(tokens)], dtype=torch.long)  # [1, n]
         out = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True)
         return out.logits[0].float()  # [n, vocab_size]
+
+    @torch.inference_mode()
+    def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
+        if not self.supports_trees:
+            raise UnsupportedModelError(f"{type(self.model).__name__} has sliding-window layers; tree drafts are not supported")
+        n, cached = len(tokens), self.length
+        dtype = self.model.dtype if self.model.dtype.is_floating_point else torch.float32
+        allowed = torch.cat([torch.ones(n, cached, dtype=torch.bool), trees.ancestor_mask(parents)], dim=1)  # [n, cached + n]
+        mask = torch.zeros(1, 1, n, cached + n, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        positions = torch.tensor([[cached + d for d in trees.depths(parents)]])  # [1, n]
+        ids = torch.tensor([list(tokens)], dtype=torch.long)  # [1, n]
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                         past_key_values=self.cache, use_cache=True)
+        return out.logits[0].float()  # [n, vocab_size]
+
+    def keep(self, start: int, rows: Sequence[int]) -> None:
+        if list(rows) == list(range(len(rows))):  # a prefix of the pass: a plain rollback
+            return self.rollback(start + len(rows))
+        index = torch.tensor([start + r for r in rows])  # [len(rows)]
+        for layer in self.cache.layers:
+            layer.keys = torch.cat([layer.keys[..., :start, :], layer.keys.index_select(-2, index)], dim=-2)
+            layer.values = torch.cat([layer.values[..., :start, :], layer.values.index_select(-2, index)], dim=-2)
 
     def rollback(self, length: int) -> None:
         excess = self.length - length

@@ -11,6 +11,8 @@ from typing import Sequence
 
 import torch
 
+from .. import trees
+
 
 class ScriptedRunner:
     def __init__(self, script: Sequence[int], vocab_size: int, eos: int, max_context: int = 1 << 20):
@@ -23,6 +25,7 @@ class ScriptedRunner:
         self.prompt_len = 0
         self._length = 0
         self.passes = 0  # forward calls, for tests
+        self.supports_trees = True
 
     @property
     def length(self) -> int:
@@ -37,14 +40,20 @@ class ScriptedRunner:
         self.prompt_len = self._length + 1  # the engine keeps the last prompt token for forward
 
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        return self.forward_tree(tokens, trees.chain(len(tokens) - 1))
+
+    def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
         self.passes += 1
         first = self._length + 1 - self.prompt_len  # output index predicted by the first row
         logits = torch.zeros(len(tokens), self.vocab_size)  # [n, vocab_size]
-        for row in range(len(tokens)):
-            i = first + row
+        for row, depth in enumerate(trees.depths(parents)):
+            i = first + depth
             logits[row, self.script[i] if i < len(self.script) else self.eos] = 10.0
         self._length += len(tokens)
         return logits
+
+    def keep(self, start: int, rows: Sequence[int]) -> None:
+        self.rollback(start + len(rows))
 
     def rollback(self, length: int) -> None:
         if length > self._length:
