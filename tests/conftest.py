@@ -73,6 +73,34 @@ class MarkovRunner:
         self._length = length
 
 
+class TreeMarkovRunner(MarkovRunner):
+    """MarkovRunner with trees: a Markov target's scores depend on the current token only."""
+
+    supports_trees = True
+
+    def forward_tree(self, tokens, parents):
+        return self.forward(tokens)
+
+    def keep(self, start, rows):
+        self.rollback(start + len(rows))
+
+
+def chi2_critical(df: int, z: float = 3.719) -> float:
+    """Wilson-Hilferty approximation of the chi-square quantile; z = 3.719 is the 1e-4 upper tail."""
+    a = 2 / (9 * df)
+    return df * (1 - a + z * a**0.5) ** 3
+
+
+def assert_follows(counts: torch.Tensor, truth: torch.Tensor) -> None:
+    """The histogram `counts` was drawn from the distribution `truth` (same shape): nothing outside its
+    support, and a chi-square test at significance 1e-4."""
+    support = truth.flatten() > 0
+    assert counts.flatten()[~support].sum() == 0, "a sequence with zero probability was emitted"
+    expected = truth.flatten()[support] * counts.sum()
+    stat = float(((counts.flatten()[support] - expected) ** 2 / expected).sum())
+    assert stat < chi2_critical(int(support.sum()) - 1), stat
+
+
 def save_char_model(folder, chars, *, chat_template=None, decoder=False, layers=2, max_positions=512, seed=0,
                     tokenizer=None):
     """Save a tiny random llama with a one-character-per-token tokenizer (token 0 is <eos>) to folder.

@@ -28,6 +28,7 @@ from conftest import save_char_model
 import quickdraft
 from quickdraft import SamplingParams, cli
 from quickdraft.api import Generator
+from quickdraft.drafters.phrases import OuroborosConfig
 from quickdraft.runners import ScriptedRunner
 from quickdraft.server import create_app
 from quickdraft.tokenizer import ByteTokenizer
@@ -609,6 +610,20 @@ def test_a_draft_model_serves_exactly(tiny_folder, reference):
         with pytest.raises(openai.BadRequestError, match="draft_length"):
             client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=5,
                                                 extra_body={"quickdraft": {"draft_length": 0}})
+        # Ouroboros, with the pool per model and per user
+        for extension, user in (({}, None), ({"ouroboros": {"gamma": 6, "branches": 2, "scope": "user"}}, "u7")):
+            r = client(url).chat.completions.create(
+                model="tiny", messages=messages, max_tokens=30, temperature=0, **({"user": user} if user else {}),
+                extra_body={"quickdraft": {"drafter": "ouroboros", **extension}})
+            assert r.choices[0].message.content == plain.text
+            assert r.model_extra["quickdraft"]["draft_forwards"] > 0
+        assert ("user:u7", OuroborosConfig(gamma=6, branches=2)) in gen.phrase_pools
+        with pytest.raises(openai.BadRequestError, match="needs the request's 'user'"):
+            client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=5, extra_body={
+                "quickdraft": {"drafter": "ouroboros", "ouroboros": {"scope": "user"}}})
+        with pytest.raises(openai.BadRequestError, match="gamma"):
+            client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=5, extra_body={
+                "quickdraft": {"drafter": "ouroboros", "ouroboros": {"gamma": 0}}})
 
 
 # -- the real model -------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import MarkovRunner, reference_greedy, tiny_model
+from conftest import TreeMarkovRunner, assert_follows, reference_greedy, tiny_model
 from quickdraft import trees
 from quickdraft.acceptance import Acceptance, verify_tree
 from quickdraft.core import Draft
@@ -153,23 +153,9 @@ def test_mentored_refuses_trees():
                torch.Generator())
 
 
-class TreeMarkovRunner(MarkovRunner):
-    """MarkovRunner with trees: a Markov target's scores depend on the current token only."""
-
-    supports_trees = True
-
-    def forward_tree(self, tokens, parents):
-        return self.forward(tokens)
-
-    def keep(self, start, rows):
-        self.rollback(start + len(rows))
-
-
 def test_sampled_tree_drafts_keep_the_joint_distribution():
     """Whole engine, sampled, tree drafts whose branches are the likely, unlikely and second-best
     continuations: the first three tokens follow plain sampling's exact joint distribution."""
-    from test_sampling import chi2_critical
-
     g = torch.Generator().manual_seed(5)
     V = 4
     table = torch.randn(V, V, generator=g) * 1.5  # [V, V]
@@ -186,11 +172,7 @@ def test_sampled_tree_drafts_keep_the_joint_distribution():
         steps = generate(runner, prompt, Limits(3), TreeDrafter(branches), sampling=SamplingParams(0.9, top_k=3, seed=seed))
         out = [t for s in steps for t in s.tokens]
         counts[out[0], out[1], out[2]] += 1
-    support = truth.flatten() > 0
-    assert counts.flatten()[~support].sum() == 0
-    expected = truth.flatten()[support] * n
-    stat = float(((counts.flatten()[support] - expected) ** 2 / expected).sum())
-    assert stat < chi2_critical(int(support.sum()) - 1)
+    assert_follows(counts, truth)
 
 
 # -- the engine with tree drafts ----------------------------------------------------------------------

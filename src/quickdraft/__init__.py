@@ -2,13 +2,15 @@
 
 from .api import Chunk, Generator, Result, Stream, load
 from .core import Draft, Stats, Step, Verdict
+from .drafters.draft_model import DraftModelConfig
 from .drafters.ngram import LookupConfig, PromptLookupDrafter
+from .drafters.phrases import OuroborosConfig
 from .drafters.prediction import PredictionConfig, PredictionDrafter
 from .errors import QuickdraftError
 from .sampling import SamplingParams
 
 __all__ = [
-    "Chunk", "Draft", "Generator", "LookupConfig", "PredictionConfig", "PredictionDrafter",
+    "Chunk", "Draft", "DraftModelConfig", "Generator", "LookupConfig", "OuroborosConfig", "PredictionConfig", "PredictionDrafter",
     "PromptLookupDrafter", "QuickdraftError", "Result", "SamplingParams", "Stats", "Step", "Stream", "Verdict", "load",
 ]
 __version__ = "0.1.0"

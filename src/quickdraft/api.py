@@ -17,10 +17,12 @@ from .core import Stats
 from .drafters.base import Drafter, FirstOf, NoDrafter
 from .drafters.draft_model import DraftModelConfig, DraftModelDrafter
 from .drafters.ngram import LookupConfig, PromptLookupDrafter
+from .drafters.phrase_pool import PhrasePool
+from .drafters.phrases import OuroborosConfig, OuroborosDrafter
 from .drafters.prediction import PredictionConfig, PredictionDrafter
 from .engine import Limits, check_prompt, generate as engine_generate
 from .errors import QuickdraftError
-from .runners.base import Runner
+from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
 from .sizing import DraftSizer, sizing_for
 from .stopping import StopStrings
@@ -28,8 +30,9 @@ from .tokenizer import Tokenizer
 
 Message = dict[str, Any]
 Prompt = Union[str, Sequence[Message]]
-DrafterName = Literal["auto", "prediction", "lookup", "prediction+lookup", "draft-model", "none"]
-DRAFTER_NAMES = ("auto", "prediction", "lookup", "prediction+lookup", "draft-model", "none")
+DrafterName = Literal["auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none"]
+DRAFTER_NAMES = ("auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none")
+NEEDS_DRAFT_MODEL = ("draft-model", "ouroboros")
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,14 @@ class Generator:
         self.draft_runner = draft_runner
         self.draft_name = draft_name
         self.pass_cost: list[float] = [0.0] * 5  # what the runner's passes cost (sizing.py), kept across requests
+        self.phrase_pools: dict[tuple[str, OuroborosConfig], PhrasePool] = {}  # Ouroboros warm start, per scope
+
+    def phrase_pool(self, config: OuroborosConfig, scope: str = "") -> PhrasePool:
+        """The Ouroboros phrase pool of one scope (e.g. a user), kept across requests (warm start)."""
+        key = (scope, config)
+        if key not in self.phrase_pools:
+            self.phrase_pools[key] = PhrasePool(config.pool)
+        return self.phrase_pools[key]
 
     # -- request preparation (all validation happens here, before any model work) -----------
     def encode_prompt(self, prompt: Prompt, chat: bool | None = None) -> list[int]:
@@ -115,6 +126,8 @@ class Generator:
         lookup: LookupConfig,
         draft: DraftModelConfig = DraftModelConfig(),
         sampling: SamplingParams = SamplingParams(),
+        ouroboros: OuroborosConfig = OuroborosConfig(),
+        pool_scope: str = "",
     ) -> Drafter:
         pred_text = None if prediction is None else text_parts(prediction, "prediction")
         if not isinstance(drafter, str):
@@ -125,19 +138,26 @@ class Generator:
             raise QuickdraftError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}; got {drafter!r}")
         if drafter in ("prediction", "prediction+lookup") and pred_text is None:
             raise QuickdraftError("drafter 'prediction' needs a prediction")
-        if drafter in ("lookup", "draft-model", "none") and pred_text is not None:
+        if drafter in ("lookup", *NEEDS_DRAFT_MODEL, "none") and pred_text is not None:
             raise QuickdraftError(f"a prediction was given but drafter {drafter!r} would ignore it; use 'auto' or 'prediction'")
-        if drafter == "draft-model" and self.draft_runner is None:
-            raise QuickdraftError("drafter 'draft-model' needs a draft model: load the model with draft_model=... "
+        if drafter in NEEDS_DRAFT_MODEL and self.draft_runner is None:
+            raise QuickdraftError(f"drafter {drafter!r} needs a draft model: load the model with draft_model=... "
                                   "(CLI: --draft-model ALIAS|PATH)")
         if not isinstance(draft, DraftModelConfig):
             raise QuickdraftError(f"draft must be a DraftModelConfig; got {type(draft).__name__}")
+        if not isinstance(ouroboros, OuroborosConfig):
+            raise QuickdraftError(f"ouroboros must be an OuroborosConfig; got {type(ouroboros).__name__}")
+        if not isinstance(pool_scope, str):
+            raise QuickdraftError(f"pool_scope must be a string; got {type(pool_scope).__name__}")
         config = PredictionConfig.for_policy(policy)  # validates the policy name
         parts: list[Drafter] = []
         if drafter == "auto":  # measured: lookup in the gaps of a prediction did not pay (docs/benchmarks.md)
             drafter = "prediction" if pred_text is not None else "draft-model" if self.draft_runner else "lookup"
         if drafter == "draft-model":
             return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, sampling, draft)
+        if drafter == "ouroboros":
+            return OuroborosDrafter(self.draft_runner, self.phrase_pool(ouroboros, pool_scope), ouroboros,
+                                    trees_on_target=supports_trees(self.runner))
         if drafter in ("prediction", "prediction+lookup"):
             parts.append(PredictionDrafter(self.tokenizer.encode(pred_text, add_special_tokens=False), config))
         if drafter in ("lookup", "prediction+lookup"):
@@ -163,6 +183,8 @@ class Generator:
         acceptance: str = "exact",
         kl_bound: float | None = None,
         draft_sizing: str = "auto",
+        ouroboros: OuroborosConfig = OuroborosConfig(),
+        pool_scope: str = "",
     ) -> "Stream":
         """Start a generation; iterate the returned Stream for Chunks, then read `.result`.
 
@@ -171,6 +193,10 @@ class Generator:
         "draft-model" (the draft model loaded with the target) and "none" (plain decoding) pick one.
         With a draft model loaded, "auto" uses it when no prediction is given.
         draft: draft length settings of the draft-model drafter (fixed or adaptive).
+        ouroboros: settings of the "ouroboros" drafter (drafters/phrases.py): the draft model drafts
+        phrase by phrase from a phrase pool, and drafts are lengthened by phrases verified as a tree.
+        pool_scope: whose phrase pool an "ouroboros" request reads and feeds (e.g. a user id); pools
+        are kept across requests per scope unless ouroboros.warm_start is off.
         policy: "default" or "openai" (see drafters/prediction.py).
         sampling: temperature / top_p / top_k / seed; the default is greedy decoding. Under sampling
         drafts are verified by speculative sampling, which keeps the output distribution exact.
@@ -186,11 +212,14 @@ class Generator:
             raise QuickdraftError("acceptance 'mentored' needs kl_bound: the largest KL divergence per token you accept")
         rule = Acceptance(acceptance, 0.0 if kl_bound is None else kl_bound)
         rule.check(sampling)
+        if drafter == "ouroboros" and rule.rule == "mentored":
+            raise QuickdraftError("drafter 'ouroboros' verifies tree drafts, which mentored acceptance does not take; "
+                                  "use acceptance 'exact'")
         limits = Limits(max_new_tokens=max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
         stops = _stop_list(stop)
         sizer = DraftSizer(cost=self.pass_cost) if sizing_for(self.runner, draft_sizing) else None
         ids = self.encode_prompt(prompt, chat)
-        d = self.make_drafter(drafter, prediction, policy, lookup, draft, sampling)
+        d = self.make_drafter(drafter, prediction, policy, lookup, draft, sampling, ouroboros, pool_scope)
         return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode), sampling, rule, sizer)
 
     def generate(self, prompt: Prompt, **options: Any) -> Result:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from .acceptance import Acceptance
 from .drafters.draft_model import DraftModelConfig
+from .drafters.phrases import OuroborosConfig
 from .engine import Limits
 from .errors import QuickdraftError
 from .prompts import edit_request
@@ -65,11 +67,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
     Limits(max_new_tokens=args.max_new_tokens)
     draft = _draft_config(args.draft_length)
+    ouroboros = ouroboros_config(args.ouroboros)
     if args.acceptance == "mentored" and args.kl_bound is None:
         raise QuickdraftError("--acceptance mentored needs --kl-bound D")
     Acceptance(args.acceptance, args.kl_bound or 0.0).check(sampling)
-    if args.drafter == "draft-model" and not args.draft_model:
-        raise QuickdraftError("drafter 'draft-model' needs a draft model: pass --draft-model ALIAS|PATH")
+    if args.drafter in ("draft-model", "ouroboros") and not args.draft_model:
+        raise QuickdraftError(f"drafter {args.drafter!r} needs a draft model: pass --draft-model ALIAS|PATH")
     gen = _load(args)
     chat = None if args.chat == "auto" else args.chat == "yes"
     if chat is None:
@@ -78,7 +81,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     request = messages if chat else prompt
     options = dict(prediction=prediction, drafter=args.drafter, policy=args.policy,
                    max_new_tokens=args.max_new_tokens, stop=args.stop or None, sampling=sampling, draft=draft,
-                   acceptance=args.acceptance, kl_bound=args.kl_bound, draft_sizing=args.draft_sizing)
+                   acceptance=args.acceptance, kl_bound=args.kl_bound, draft_sizing=args.draft_sizing,
+                   ouroboros=ouroboros)
     # Validate everything (and warm the model up) before timing anything.
     gen.stream(request, **options)
     gen.generate(request, drafter="none", max_new_tokens=2, stop=None)
@@ -137,6 +141,28 @@ def _draft_config(value: str) -> DraftModelConfig:
     except ValueError:
         k = value
     return DraftModelConfig(k=k)  # validates
+
+
+def ouroboros_config(value: str) -> OuroborosConfig:
+    """'gamma=16,branches=0,warm_start=no' -> OuroborosConfig(gamma=16, branches=0, warm_start=False)."""
+    fields = {f.name: f.type for f in dataclasses.fields(OuroborosConfig)}
+    options: dict[str, object] = {}
+    for item in filter(None, value.split(",")):
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in fields:
+            raise QuickdraftError(f"--ouroboros takes KEY=VALUE pairs with KEY one of {', '.join(fields)}; got {item!r}")
+        raw = raw.strip()
+        if fields[key] == "bool":
+            if raw.lower() not in ("yes", "no", "true", "false", "on", "off", "1", "0"):
+                raise QuickdraftError(f"--ouroboros {key} must be yes or no; got {raw!r}")
+            options[key] = raw.lower() in ("yes", "true", "on", "1")
+        else:
+            try:
+                options[key] = float(raw) if fields[key] == "float" else int(raw)
+            except ValueError:
+                raise QuickdraftError(f"--ouroboros {key} must be a number; got {raw!r}") from None
+    return OuroborosConfig(**options)  # validates the values
 
 
 def _comparison(result, baseline) -> dict:
@@ -268,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_draft_model_args(g)
     g.add_argument("--draft-length", default="auto", metavar="N|auto",
                    help="draft model tokens per target pass: a fixed N, or auto (adaptive, the default)")
+    g.add_argument("--ouroboros", default="", metavar="KEY=VALUE,...",
+                   help="ouroboros drafter settings, e.g. gamma=24,branches=3,window=0,warm_start=no "
+                        "(see docs/ouroboros.md)")
     g.add_argument("--policy", default="default", choices=["default", "openai"], help="prediction drafting policy")
     g.add_argument("--draft-sizing", default="auto", choices=["auto", "cost", "off"],
                    help="cap drafts at the length that pays on this runner (cost), or not (off); auto: cost on "

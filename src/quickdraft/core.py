@@ -67,6 +67,9 @@ class Verdict:
     kl: float = 0.0
     # tree drafts: draft indices of the accepted root-to-node path (len == accepted); None for linear drafts
     path: tuple[int, ...] | None = None
+    # the target's argmax after every input of the pass ([root, *draft]), where the rule computed it
+    # (greedy and tree rules): drafters learn phrases from it (drafters/phrase_pool.py: harvest)
+    argmax: tuple[int, ...] | None = None
 
     @property
     def bonus(self) -> int:

@@ -25,4 +25,5 @@ def verify_greedy(draft: Draft, target_logits: torch.Tensor) -> Verdict:
         accepted = int(torch.cumprod(agree.to(torch.int64), dim=0).sum())
     else:
         accepted = 0
-    return Verdict(draft=draft, accepted=accepted, tokens=tuple(choices[: accepted + 1].tolist()))
+    choices_list = tuple(choices.tolist())
+    return Verdict(draft=draft, accepted=accepted, tokens=choices_list[: accepted + 1], argmax=choices_list)

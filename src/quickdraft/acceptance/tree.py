@@ -31,15 +31,16 @@ def verify_tree(draft: Draft, target_logits: torch.Tensor, sampling: SamplingPar
     """target_logits: [len(draft) + 1, vocab_size]; row j scores the token after input j ([root, *draft])."""
     assert draft.parents is not None and target_logits.shape[0] == len(draft) + 1, (target_logits.shape, len(draft))
     kids = trees.children(draft.parents)
+    argmax = tuple(target_logits.argmax(dim=-1).tolist())  # [len(draft) + 1]
     path: list[int] = []
     node = 0  # input index: 0 is the root, i + 1 is draft token i
     while True:
         row = target_logits[node]  # [vocab_size]
-        pick = int(row.argmax()) if sampling.greedy else sample(probs_from_logits(row[None], sampling)[0], generator)
+        pick = argmax[node] if sampling.greedy else sample(probs_from_logits(row[None], sampling)[0], generator)
         child = next((i for i in kids[node] if draft.tokens[i] == pick), None)
         if child is None:
             break
         path.append(child)
         node = child + 1
     tokens = tuple(draft.tokens[i] for i in path) + (pick,)
-    return Verdict(draft=draft, accepted=len(path), tokens=tokens, path=tuple(path))
+    return Verdict(draft=draft, accepted=len(path), tokens=tokens, path=tuple(path), argmax=argmax)

@@ -305,6 +305,7 @@ class Session:
         self.gen, self.config, self.model_path = gen, config, model_path
         self.chat = bool(gen.tokenizer.has_chat_template)
         self._llama: dict[str, Any] = {}
+        self.pool_scope = "bench-repeat-0"  # set per run (see run)
         self._stream_params = set(inspect.signature(type(gen).stream).parameters)
 
     # which methods can run, and why not -------------------------------------------------------
@@ -350,10 +351,13 @@ class Session:
         return self.gen.encode_prompt(self.prompt(messages))
 
     # running ---------------------------------------------------------------------------------
-    def run(self, method: Method, task: workloads_mod.Task, seed: int = 0) -> Outcome:
+    def run(self, method: Method, task: workloads_mod.Task, seed: int = 0, repeat: int = 0) -> Outcome:
         """Every turn of the task with `method`; later turns follow the method's own answers.
 
-        seed: the sampling seed of sampled methods (turn i uses seed + i)."""
+        seed: the sampling seed of sampled methods (turn i uses seed + i). repeat: which repeat this
+        is; Ouroboros keeps one phrase pool per repeat (warm start across the tasks of a repeat, as a
+        server would across requests, but never from an earlier repeat of the same task)."""
+        self.pool_scope = f"bench-repeat-{repeat}"
         outcome = Outcome()
         messages = list(task.messages)
         turns = [None, *task.followups]
@@ -380,8 +384,9 @@ class Session:
         from ..sampling import SamplingParams
 
         sampling = SamplingParams(temperature=self.config.temperature, seed=seed) if method.sampled else SamplingParams()
+        scope = {"pool_scope": self.pool_scope} if method.kwargs.get("drafter") == "ouroboros" else {}
         res = self.gen.generate(self.prompt(messages), prediction=prediction, sampling=sampling,
-                                max_new_tokens=self.config.max_new_tokens, **method.kwargs)
+                                max_new_tokens=self.config.max_new_tokens, **method.kwargs, **scope)
         s = res.stats
         counts = {"completion_tokens": s.completion_tokens, "accepted": s.accepted_prediction_tokens,
                   "rejected": s.rejected_prediction_tokens, "draft_tokens": s.draft_tokens,
@@ -713,7 +718,7 @@ def _run_one(session: Session, config: BenchConfig, workload: str, task, repeat:
     try:
         with PeakMemory() as mem:
             t0 = time.perf_counter()
-            outcome = session.run(method, task, seed=_seed(workload, task.id, repeat))
+            outcome = session.run(method, task, seed=_seed(workload, task.id, repeat), repeat=repeat)
             seconds = time.perf_counter() - t0
     except Exception as e:  # a failing method is a result to report, not a reason to stop the benchmark
         row["error"] = f"{type(e).__name__}: {e}"

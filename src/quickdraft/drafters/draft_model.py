@@ -126,17 +126,24 @@ class DraftModelDrafter:
         return sample(row, self.rng), row, float(p.max())
 
     def observe(self, context: Sequence[int], verdict: Verdict) -> None:
-        keep = 0
-        limit = min(len(self.cached), len(context) - 1)  # the last context token is never cached
-        while keep < limit and self.cached[keep] == context[keep]:
-            keep += 1
-        if keep < len(self.cached):
-            self.runner.rollback(keep)
-            del self.cached[keep:]
+        realign(self.runner, self.cached, context)
         if self.config.k is None and verdict.draft.source == "draft-model":
             c = self.config
             full = verdict.accepted == len(verdict.draft)
             self.k = max(c.min_length, min(c.max_length, self.k + 2 if full else self.k - 1))
+
+
+def realign(runner: Runner, cached: list[int], context: Sequence[int]) -> None:
+    """Cut a draft model's cache (holding `cached`) back to its longest prefix that agrees with the
+    context, leaving out the context's last token (never cached). Example: cached (1, 2, 7, 8),
+    context (1, 2, 3, 4) -> cached (1, 2)."""
+    keep = 0
+    limit = min(len(cached), len(context) - 1)
+    while keep < limit and cached[keep] == context[keep]:
+        keep += 1
+    if keep < len(cached):
+        runner.rollback(keep)
+        del cached[keep:]
 
 
 def check_vocabularies(target: Mapping[str, int], draft: Mapping[str, int], target_name: str = "target",

@@ -23,6 +23,8 @@ from ..api import DRAFTER_NAMES, Result
 from ..core import Stats
 from ..drafters.draft_model import DraftModelConfig
 from ..drafters.ngram import LookupConfig
+from ..drafters.phrases import OuroborosConfig
+from ..errors import QuickdraftError
 from ..sampling import SamplingParams
 
 STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
@@ -121,6 +123,25 @@ class LookupOptions(BaseModel):
         return LookupConfig(**self.model_dump())
 
 
+class OuroborosOptions(BaseModel):
+    """Ouroboros drafter settings (quickdraft.OuroborosConfig); scope "user" keeps one phrase pool per
+    request `user` (which must then be given) instead of one per model."""
+
+    model_config = STRICT
+    gamma: int = Field(OuroborosConfig.gamma, ge=1, le=256)
+    branches: int = Field(OuroborosConfig.branches, ge=0, le=16)
+    draft_phrases: int = Field(OuroborosConfig.draft_phrases, ge=0, le=16)
+    window: int = Field(OuroborosConfig.window, ge=0, le=64)
+    phrase_length: int = Field(OuroborosConfig.phrase_length, ge=2, le=32)
+    harvest: bool = OuroborosConfig.harvest
+    context: bool = OuroborosConfig.context
+    warm_start: bool = OuroborosConfig.warm_start
+    scope: Literal["model", "user"] = "model"
+
+    def config(self) -> OuroborosConfig:
+        return OuroborosConfig(**self.model_dump(exclude={"scope"}))
+
+
 class QuickdraftOptions(BaseModel):
     """The `"quickdraft"` extension object: options beyond OpenAI's (send it with the openai
     client's `extra_body={"quickdraft": {...}}`)."""
@@ -133,6 +154,7 @@ class QuickdraftOptions(BaseModel):
     draft_length: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"  # draft-model tokens per pass
     acceptance: Literal["exact", "mentored"] = "exact"  # mentored: lossy, sampling only
     kl_bound: float | None = Field(None, ge=0, allow_inf_nan=False)  # per-token KL bound for mentored
+    ouroboros: OuroborosOptions | None = None  # settings of drafter "ouroboros"
 
 
 class BaseRequest(BaseModel):
@@ -149,7 +171,7 @@ class BaseRequest(BaseModel):
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     n: int | None = Field(None, ge=1)  # 1 only
-    user: str | None = None  # accepted and ignored (an end-user id, for abuse monitoring upstream)
+    user: str | None = None  # an end-user id: scopes the Ouroboros phrase pool when quickdraft.ouroboros.scope is "user"
     prediction: Prediction | None = None
     quickdraft: QuickdraftOptions | None = None
     # OpenAI parameters this server does not implement: accepted only at their no-op values (NOOP below).
@@ -240,6 +262,14 @@ def refuse_unsupported(req: BaseRequest) -> None:
                                    "(max_completion_tokens is the current name).")
 
 
+def _pool_scope(req: BaseRequest, ext: QuickdraftOptions) -> str:
+    if ext.ouroboros is None or ext.ouroboros.scope == "model":
+        return ""
+    if not req.user:
+        raise QuickdraftError("quickdraft.ouroboros.scope 'user' needs the request's 'user' field (an end-user id)")
+    return "user:" + req.user
+
+
 def generation_options(req: BaseRequest, *, default_max_tokens: int) -> dict[str, Any]:
     """The keyword arguments of the one Generator.stream call that serves this request."""
     ext = req.quickdraft or QuickdraftOptions()
@@ -256,6 +286,8 @@ def generation_options(req: BaseRequest, *, default_max_tokens: int) -> dict[str
         draft=DraftModelConfig() if ext.draft_length == "auto" else DraftModelConfig(k=ext.draft_length),
         acceptance=ext.acceptance,
         kl_bound=ext.kl_bound,
+        ouroboros=ext.ouroboros.config() if ext.ouroboros is not None else OuroborosConfig(),
+        pool_scope=_pool_scope(req, ext),
         sampling=SamplingParams(
             temperature=1.0 if req.temperature is None else req.temperature,
             top_p=1.0 if req.top_p is None else req.top_p,

@@ -1,0 +1,208 @@
+"""Ouroboros (Zhao et al. 2024): a draft model that drafts phrase by phrase, and drafts lengthened by
+phrases that the target verifies together as a tree.
+
+Mechanisms (each can be turned off in OuroborosConfig, for ablations):
+    phrase drafting  each draft-model forward feeds, after its newest token, the pool's phrases that
+                     follow that token (up to `draft_phrases`, as a tree); the draft model's own greedy
+                     choices walk the tree (acceptance/tree.py), so one forward yields every phrase
+                     token it agrees with plus one token of its own; where it agreed with a phrase
+                     past a token it rejected, those runs are harvested too (its own verification
+                     feeds the pool, like the target's under `harvest`). 0: token by token.
+    lookahead        `window` guessed tokens ride along with every draft forward as one more branch;
+                     the draft model's choices after them are the next forward's guesses (Jacobi
+                     iteration, as in lookahead decoding), and where guesses and choices agree they are
+                     harvested as phrases: the draft model feeds its own pool. 0: off.
+    lengthening      after `gamma` draft tokens, the top `branches` phrases that follow the draft's last
+                     token are appended as branches: one target pass verifies trunk and branches and
+                     keeps the longest path it agrees with. 0: off.
+    harvest          phrases from the target's verification: where the target agreed with a rejected
+                     part of the draft, its choices say what follows (phrase_pool.harvest).
+    context          phrases of the prompt and of the output so far (prompt-lookup style).
+    warm start       the pool outlives the request (kept per model by api.Generator, optionally per
+                     user), so earlier requests' phrases draft later ones.
+
+The draft model drafts greedily whatever the target's sampling, so every draft token is a point mass:
+exact under greedy decoding and lossless under sampling (acceptance/rejection.py, acceptance/tree.py).
+Draft-model and pool choices change speed only, never what the target emits.
+
+Example of one draft forward (draft_phrases 2, window 0): cached context ... 7, newest token 5; pool
+phrases after 5: (5, 6, 1), (5, 9, 9). The forward feeds [5, 6, 1, 9, 9] with parents (-1, 0, -1, 2)
+for the draft part; the draft model picks 6 after 5, then 1 after 6, then 4 after 1: this forward
+drafted (6, 1, 4), where token-by-token drafting would have drafted one token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from .. import trees
+from ..acceptance.tree import verify_tree
+from ..core import EMPTY_DRAFT, Draft, Verdict
+from ..errors import QuickdraftError
+from ..runners.base import Runner, supports_trees
+from ..sampling import SamplingParams
+from .draft_model import realign
+from .phrase_pool import PhrasePool, PoolConfig, harvest
+
+
+@dataclass(frozen=True)
+class OuroborosConfig:
+    gamma: int = 24  # draft tokens before lengthening
+    phrase_length: int = 6  # beta: longest phrase in the pool
+    pool_size: int = 8192  # phrases kept in the pool (least recently used evicted)
+    draft_phrases: int = 3  # pool phrases tried per draft forward; 0: draft token by token
+    window: int = 0  # lookahead (Jacobi) window W riding along with each draft forward; 0: off
+    branches: int = 3  # K: phrases appended to the draft as tree branches; 0: no lengthening
+    harvest: bool = True  # phrases from the target's verification
+    context: bool = True  # phrases of the prompt and the output
+    warm_start: bool = True  # keep the pool across requests
+    min_confidence: float = 0.3  # stop drafting when the draft model's top probability falls below this
+
+    def __post_init__(self) -> None:
+        least = {"gamma": 1, "phrase_length": 2, "pool_size": 1, "draft_phrases": 0, "window": 0, "branches": 0}
+        for name, low in least.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise QuickdraftError(f"ouroboros {name} must be an integer >= {low}; got {v!r}")
+        if not 0 <= self.min_confidence < 1:
+            raise QuickdraftError(f"ouroboros min_confidence must be in [0, 1); got {self.min_confidence!r}")
+
+    @property
+    def pool(self) -> PoolConfig:
+        return PoolConfig(max_phrases=self.pool_size, phrase_length=self.phrase_length)
+
+
+class OuroborosDrafter:
+    def __init__(self, runner: Runner, pool: PhrasePool, config: OuroborosConfig = OuroborosConfig(),
+                 trees_on_target: bool = True):
+        """runner: the draft model's. pool: the phrase pool (shared across requests for warm start).
+        trees_on_target: the target can verify trees; if not, a draft is lengthened by one phrase."""
+        self.runner = runner
+        self.pool = pool
+        self.config = config
+        self.tree_draft = supports_trees(runner)  # else one phrase per draft forward, linearly
+        self.tree_target = trees_on_target
+        self.cached: list[int] = []  # tokens in the draft model's cache: a prefix of context + draft
+        self.window: list[int] = []  # lookahead guesses for the tokens after the newest one
+        self.fed = 0  # context phrases starting before this index are in the pool
+        self.forwards = 0
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        if not self.config.warm_start:
+            self.pool.clear()
+        self.runner.reset()
+        self.cached, self.window, self.fed, self.forwards = [], [], 0, 0
+        if self.config.context:
+            self._feed_context(prompt)
+        if len(prompt) > 1:
+            self.runner.prefill(prompt[:-1])
+            self.cached = list(prompt[:-1])
+
+    def _feed_context(self, context: Sequence[int]) -> None:
+        """Add the context's phrases that are complete (phrase_length tokens) and not yet added."""
+        L = self.pool.config.phrase_length
+        for s in range(self.fed, len(context) - L + 1):
+            self.pool.add(context[s : s + L])
+        self.fed = max(self.fed, len(context) - L + 1)
+
+    # -- drafting --------------------------------------------------------------------------------
+    def propose(self, context: Sequence[int], budget: int) -> Draft:
+        gamma = min(self.config.gamma, budget, self.runner.max_context - len(context) - 1)
+        if gamma <= 0:
+            return EMPTY_DRAFT
+        new = list(context[len(self.cached) :])  # at least the newest context token (never cached)
+        draft: list[int] = []
+        forwards = 0
+        while len(draft) < gamma:
+            made, confident = self._draft_forward(new, gamma - len(draft))
+            forwards += 1
+            draft.extend(made)
+            new = [made[-1]]
+            if not confident:
+                break  # the draft model doubts its own last token: stop here
+        draft = draft[:gamma]
+        self.forwards += forwards
+        return self._lengthen(draft, budget, forwards)
+
+    def _draft_forward(self, new: list[int], room: int) -> tuple[list[int], bool]:
+        """One draft-model forward over `new` and a tree of phrase candidates hanging from new[-1].
+
+        Returns the tokens it drafted (accepted phrase tokens + the draft model's own next token) and
+        whether the draft model was confident in that last token. The draft cache then holds the
+        context and the accepted phrase tokens."""
+        phrases = [p[1 : room + 1] for p in self.pool.lookup(new[-1], self.config.draft_phrases)] if room > 1 else []
+        window = self.window[: self.config.window]
+        if not self.tree_draft:
+            phrases, window = phrases[:1], []  # one linear candidate
+        branches = [p for p in phrases if p] + ([tuple(window)] if window else [])
+        tokens, parents = trees.from_branches(branches)
+        m = len(new)
+        if self.tree_draft:
+            # inputs new[0..m-1] then the tree; tree roots hang from new[-1] (input m - 1)
+            pass_parents = trees.chain(m - 1) + tuple(p + m - 1 if p >= 0 else m - 2 for p in parents)
+            logits = self.runner.forward_tree([*new, *tokens], pass_parents)  # [m + len(tokens), V]
+        else:
+            logits = self.runner.forward([*new, *tokens])  # tokens is one chain here
+        logits = logits[m - 1 :]  # [1 + len(tokens), V]: rows after new[-1] and after each tree token
+        verdict = verify_tree(Draft(tokens, parents=parents), logits, SamplingParams(), None)
+        path = verdict.path or ()
+        start = len(self.cached)
+        if self.tree_draft:
+            self.runner.keep(start, (*range(m), *(m + i for i in path)))
+        else:
+            self.runner.rollback(start + m + len(path))
+        self.cached.extend(new)
+        self.cached.extend(verdict.tokens[:-1])
+        self._learn(tokens, parents, verdict.argmax or ())
+        self._slide_window(tokens, parents, window, verdict, verdict.argmax or ())
+        top = float(torch.softmax(logits[(path[-1] + 1) if path else 0].float(), dim=-1).max())
+        return list(verdict.tokens), top >= self.config.min_confidence
+
+    def _learn(self, tokens: Sequence[int], parents: Sequence[int], argmax: Sequence[int]) -> None:
+        """Harvest phrases from a verification pass over a tree (target's or draft model's choices)."""
+        for path in trees.paths(parents):
+            d = [tokens[i] for i in path]
+            c = [argmax[0], *(argmax[i + 1] for i in path)]
+            acc = next((i for i in range(len(d)) if d[i] != c[i]), len(d))
+            for phrase in harvest(d, c, acc):
+                self.pool.add(phrase)
+
+    def _slide_window(self, tokens, parents, window, verdict: Verdict, argmax: Sequence[int]) -> None:
+        """Jacobi step: the draft model's choices after the window's guesses guess the next window."""
+        W = self.config.window
+        if not W:
+            return
+        if not window:  # first forward: guess what the draft model said after the newest token
+            self.window = [verdict.tokens[-1]] * W
+            return
+        kids, rows = trees.children(parents), [0]
+        for g in window:  # the window's inputs (it may share a prefix with a phrase branch)
+            rows.append(next(i for i in kids[rows[-1]] if tokens[i] == g) + 1)
+        choices = [argmax[r] for r in rows]  # o_0 .. o_W: the draft model's choice after each guess
+        guesses = choices[len(verdict.tokens):]  # guesses for the positions after this forward's bonus
+        self.window = (guesses + [guesses[-1] if guesses else verdict.tokens[-1]] * W)[:W]
+
+    def _lengthen(self, draft: list[int], budget: int, forwards: int) -> Draft:
+        """Append the top-K phrases that follow the draft's last token as branches (a tree)."""
+        K = self.config.branches if self.tree_target else min(1, self.config.branches)
+        room = budget - len(draft)
+        tails = [p[1 : room + 1] for p in self.pool.lookup(draft[-1], K)] if room > 0 else []
+        tails = [t for t in tails if t]
+        if not tails:
+            return Draft(tuple(draft), source="ouroboros", forwards=forwards)
+        if not self.tree_target:
+            return Draft(tuple(draft) + tails[0], source="ouroboros", forwards=forwards)
+        tokens, parents = trees.from_branches([tuple(draft) + t for t in tails])
+        return Draft(tokens, source="ouroboros", forwards=forwards, parents=parents)
+
+    # -- learning from the target -------------------------------------------------------------------
+    def observe(self, context: Sequence[int], verdict: Verdict) -> None:
+        realign(self.runner, self.cached, context)
+        if self.config.harvest and verdict.argmax is not None and len(verdict.draft):
+            d = verdict.draft
+            self._learn(d.tokens, d.parents if d.parents is not None else trees.chain(len(d)), verdict.argmax)
+        if self.config.context:
+            self._feed_context(context)
