@@ -257,3 +257,19 @@ def test_api_runs_ouroboros_and_refuses_what_it_cannot_do():
         gen.generate("hi", drafter="ouroboros", pool_scope=3)
     with pytest.raises(QuickdraftError, match="would ignore it"):
         gen.generate("hi", drafter="ouroboros", prediction="hello")
+
+
+def test_phrase_pools_per_scope_are_bounded():
+    from quickdraft.api import Generator
+    from quickdraft.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    gen = Generator(ScriptedRunner([1], 257, tok.eos), tok)
+    first = gen.phrase_pool(OuroborosConfig(), "user-0")
+    assert gen.phrase_pool(OuroborosConfig(), "user-0") is first  # kept across requests
+    for i in range(1, Generator.MAX_PHRASE_POOLS + 5):
+        gen.phrase_pool(OuroborosConfig(), f"user-{i}")
+        gen.phrase_pool(OuroborosConfig(), "user-0")  # used again: stays
+    assert len(gen.phrase_pools) == Generator.MAX_PHRASE_POOLS
+    assert gen.phrase_pool(OuroborosConfig(), "user-0") is first
+    assert ("user-1", OuroborosConfig()) not in gen.phrase_pools  # the least recently used went first

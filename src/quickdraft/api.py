@@ -9,6 +9,7 @@ Everything a request asks for is checked before any model work starts.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Sequence, Union
 
@@ -85,13 +86,19 @@ class Generator:
         self.draft_runner = draft_runner
         self.draft_name = draft_name
         self.pass_cost: list[float] = [0.0] * 5  # what the runner's passes cost (sizing.py), kept across requests
-        self.phrase_pools: dict[tuple[str, OuroborosConfig], PhrasePool] = {}  # Ouroboros warm start, per scope
+        # Ouroboros warm start: one phrase pool per (scope, settings), the MAX_PHRASE_POOLS most recently used
+        self.phrase_pools: OrderedDict[tuple[str, OuroborosConfig], PhrasePool] = OrderedDict()
+
+    MAX_PHRASE_POOLS = 64  # a server with many users keeps at most this many pools (a few MB each at most)
 
     def phrase_pool(self, config: OuroborosConfig, scope: str = "") -> PhrasePool:
         """The Ouroboros phrase pool of one scope (e.g. a user), kept across requests (warm start)."""
         key = (scope, config)
         if key not in self.phrase_pools:
             self.phrase_pools[key] = PhrasePool(config.pool)
+            while len(self.phrase_pools) > self.MAX_PHRASE_POOLS:
+                self.phrase_pools.popitem(last=False)
+        self.phrase_pools.move_to_end(key)
         return self.phrase_pools[key]
 
     # -- request preparation (all validation happens here, before any model work) -----------
