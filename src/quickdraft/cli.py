@@ -71,7 +71,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.acceptance == "mentored" and args.kl_bound is None:
         raise QuickdraftError("--acceptance mentored needs --kl-bound D")
     Acceptance(args.acceptance, args.kl_bound or 0.0).check(sampling)
-    if args.drafter in ("draft-model", "ouroboros") and not args.draft_model:
+    from .api import NEEDS_DRAFT_MODEL
+
+    if args.drafter in NEEDS_DRAFT_MODEL and not args.draft_model:
         raise QuickdraftError(f"drafter {args.drafter!r} needs a draft model: pass --draft-model ALIAS|PATH")
     gen = _load(args)
     chat = None if args.chat == "auto" else args.chat == "yes"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import islice
 from typing import Sequence
 
 from ..errors import QuickdraftError
@@ -101,14 +102,7 @@ class PhrasePool:
     def lookup(self, first: int, k: int) -> list[Phrase]:
         """Up to k phrases starting with `first`, most recently used first; recency is unchanged."""
         bucket = self._by_first.get(first)
-        if bucket is None or k <= 0:
-            return []
-        out: list[Phrase] = []
-        for p in reversed(bucket):
-            if len(out) == k:
-                break
-            out.append(p)
-        return out
+        return list(islice(reversed(bucket), max(k, 0))) if bucket is not None else []
 
     def touch(self, phrase: tuple[int, ...]) -> None:
         """Mark `phrase` as most recently used if it is in the pool (it proved useful)."""

@@ -88,13 +88,12 @@ class OuroborosDrafter:
         self.cached: list[int] = []  # tokens in the draft model's cache: a prefix of context + draft
         self.window: list[int] = []  # lookahead guesses for the tokens after the newest one
         self.fed = 0  # context phrases starting before this index are in the pool
-        self.forwards = 0
 
     def begin(self, prompt: Sequence[int]) -> None:
         if not self.config.warm_start:
             self.pool.clear()
         self.runner.reset()
-        self.cached, self.window, self.fed, self.forwards = [], [], 0, 0
+        self.cached, self.window, self.fed = [], [], 0
         if self.config.context:
             self._feed_context(prompt)
         if len(prompt) > 1:
@@ -123,9 +122,7 @@ class OuroborosDrafter:
             new = [made[-1]]
             if not confident:
                 break  # the draft model doubts its own last token: stop here
-        draft = draft[:gamma]
-        self.forwards += forwards
-        return self._lengthen(draft, budget, forwards)
+        return self._lengthen(draft[:gamma], budget, forwards)
 
     def _draft_forward(self, new: list[int], room: int) -> tuple[list[int], bool]:
         """One draft-model forward over `new` and a tree of phrase candidates hanging from new[-1].
@@ -156,8 +153,8 @@ class OuroborosDrafter:
             self.runner.rollback(start + m + len(path))
         self.cached.extend(new)
         self.cached.extend(verdict.tokens[:-1])
-        self._learn(tokens, parents, verdict.argmax or ())
-        self._slide_window(tokens, parents, window, verdict, verdict.argmax or ())
+        self._learn(tokens, parents, verdict.argmax)
+        self._slide_window(tokens, parents, window, verdict)
         top = float(torch.softmax(logits[(path[-1] + 1) if path else 0].float(), dim=-1).max())
         return list(verdict.tokens), top >= self.config.min_confidence
 
@@ -170,7 +167,7 @@ class OuroborosDrafter:
             for phrase in harvest(d, c, acc):
                 self.pool.add(phrase)
 
-    def _slide_window(self, tokens, parents, window, verdict: Verdict, argmax: Sequence[int]) -> None:
+    def _slide_window(self, tokens: Sequence[int], parents: Sequence[int], window: list[int], verdict: Verdict) -> None:
         """Jacobi step: the draft model's choices after the window's guesses guess the next window."""
         W = self.config.window
         if not W:
@@ -181,7 +178,7 @@ class OuroborosDrafter:
         kids, rows = trees.children(parents), [0]
         for g in window:  # the window's inputs (it may share a prefix with a phrase branch)
             rows.append(next(i for i in kids[rows[-1]] if tokens[i] == g) + 1)
-        choices = [argmax[r] for r in rows]  # o_0 .. o_W: the draft model's choice after each guess
+        choices = [verdict.argmax[r] for r in rows]  # o_0 .. o_W: the draft model's choice after each guess
         guesses = choices[len(verdict.tokens):]  # guesses for the positions after this forward's bonus
         self.window = (guesses + [guesses[-1] if guesses else verdict.tokens[-1]] * W)[:W]
 
