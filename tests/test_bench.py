@@ -118,7 +118,7 @@ def test_smoke_report_and_plots(smoke_run):
     text = (out / report.REPORT_FILE).read_text()
     for needle in ("## Setup", "SHA-256", "Peak memory", "## End-to-end speedup", "### refactor", "### mt_bench",
                    "hf-prompt-lookup", "ouroboros", "## Predictions", "quickdraft bench run",
-                   "Exactness:"):
+                   "Exactness:", "## Head to head", "## Slower than plain decoding?"):
         assert needle in text, needle
     assert "FAILED" not in text
     for name in ("speedup.png", "accepted_per_pass.png", "prediction_survival.png"):
@@ -149,8 +149,62 @@ def test_a_mismatch_is_reported_as_a_failure(smoke_run, tmp_path):
     bad.update(identical=False, first_divergence=3)
     (out / harness.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = (report.build(out)).read_text()
-    assert "FAILED: 1 run(s) of exact methods differ" in text and "🔴" in text
+    assert "FAILED: 1 run(s) of quickdraft methods differ" in text and "🔴" in text
     assert f"| {bad['workload']} | {bad['task']} | lookup |" in text
+    assert "Exactness:" not in text and "other tools" not in text
+
+
+def test_another_tools_mismatch_is_shown_apart_from_quickdrafts(smoke_run, tmp_path):
+    """transformers' or llama.cpp's drafted output differing from their own plain output is shown in red, as
+    theirs: quickdraft's exactness verdict still stands."""
+    out = tmp_path / "copy"
+    shutil.copytree(smoke_run[0], out)
+    rows = harness.read_runs(out)
+    bad = next(r for r in rows if r["method"] == "hf-prompt-lookup")
+    bad.update(identical=False, first_divergence=5)
+    (out / harness.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = (report.build(out)).read_text()
+    assert "FAILED: 1 run(s) of other tools' exact methods differ" in text
+    assert f"| {bad['workload']} | {bad['task']} | hf-prompt-lookup | 0 | 5 |" in text
+    assert "quickdraft methods differ" not in text
+    n = sum(r["exact"] and r["engine"] == "quickdraft" and r.get("identical") is not None for r in rows)
+    assert f"Exactness: {n}/{n} runs of quickdraft's exact methods" in text
+
+
+def _rows_with_times(rows: list[dict], seconds: dict[str, float]) -> list[dict]:
+    """Rows of the first smoke task with made-up times per method (tokens/s = tokens / seconds)."""
+    first = (rows[0]["workload"], rows[0]["task"])
+    out = []
+    for r in rows:
+        if (r["workload"], r["task"]) == first and r["method"] in seconds:
+            r = dict(r, seconds=seconds[r["method"]], tokens_per_s=r["completion_tokens"] / seconds[r["method"]])
+            out.append(r)
+    return out
+
+
+def test_head_to_head_pairs_each_method_with_its_rivals_task_by_task(smoke_run):
+    rows = report.with_speedups(_rows_with_times(harness.read_runs(smoke_run[0]),
+                                                 {"plain": 10.0, "hf-plain": 10.0, "lookup": 4.0,
+                                                  "hf-prompt-lookup": 5.0, "draft-model": 6.0, "hf-assisted": 3.0}))
+    w = rows[0]["workload"]
+    text = "\n".join(report._head_to_head(rows, {"config": {"runner": "transformers"}}))
+    assert "## Head to head" in text and "transformers runner" in text
+    assert f"| {w} | lookup | hf-prompt-lookup | 1.25x | 1/1 |" in text  # same output in 4 s against 5 s
+    assert f"| {w} | draft-model | hf-assisted | 0.50x | 0/1 |" in text
+    assert f"| {w} | plain | hf-plain | 1.00x | 0/1 |" in text
+    assert "llamacpp" not in text  # no llama.cpp rows among these: no pair, no line
+
+
+def test_slower_than_plain_lists_the_methods_and_runs_below_1x(smoke_run):
+    rows = report.with_speedups(_rows_with_times(harness.read_runs(smoke_run[0]),
+                                                 {"plain": 10.0, "lookup": 12.5, "draft-model": 5.0}))
+    w, task = rows[0]["workload"], rows[0]["task"]
+    text = "\n".join(report._slower_than_plain(rows))
+    assert f"| {w} | lookup | 0.80x | 1/1 |" in text
+    assert "draft-model |" not in text
+    assert f"Single runs below 1.00x: 1 of 2 (slowest: {w}/{task} lookup 0.80x)." in text
+    fast = report.with_speedups(_rows_with_times(harness.read_runs(smoke_run[0]), {"plain": 10.0, "lookup": 5.0}))
+    assert "No quickdraft method has a median end-to-end speedup below 1.00x" in "\n".join(report._slower_than_plain(fast))
 
 
 @pytest.mark.parametrize("args,message", [

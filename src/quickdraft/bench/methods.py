@@ -16,6 +16,8 @@ sampled    runs under sampling (the benchmark's --temperature, one seed per task
            defined under sampling only.
 planned    set for a method that is not built yet: the harness lists it, with this reason, and
            never runs or imitates it.
+rivals     for a quickdraft method: the other tools' nearest methods, compared head to head in the
+           report (tokens/s on the same task and repeat).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Method:
     exact: bool = True
     sampled: bool = False
     planned: str | None = None
+    rivals: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -63,18 +66,21 @@ def _mentored(bound: float) -> Method:
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (
-    Method("plain", "quickdraft", "quickdraft, no drafter: plain greedy decoding (the baseline)", options=(("drafter", "none"),)),
+    Method("plain", "quickdraft", "quickdraft, no drafter: plain greedy decoding (the baseline)", options=(("drafter", "none"),),
+           rivals=("hf-plain", "llamacpp-plain")),
     Method("prediction", "quickdraft", "Predicted Outputs, default policy",
-           options=(("drafter", "prediction"), ("policy", "default")), needs=("prediction",)),
+           options=(("drafter", "prediction"), ("policy", "default")), needs=("prediction",), rivals=("hf-prompt-lookup",)),
     Method("prediction-openai", "quickdraft", "Predicted Outputs, `openai` policy (16 per pass, 32 to recover)",
-           options=(("drafter", "prediction"), ("policy", "openai")), needs=("prediction",)),
+           options=(("drafter", "prediction"), ("policy", "openai")), needs=("prediction",), rivals=("hf-prompt-lookup",)),
     Method("prediction+lookup", "quickdraft", "prediction first, prompt lookup where it has nothing",
-           options=(("drafter", "prediction+lookup"), ("policy", "default")), needs=("prediction",)),
-    Method("lookup", "quickdraft", "prompt lookup decoding", options=(("drafter", "lookup"),)),
+           options=(("drafter", "prediction+lookup"), ("policy", "default")), needs=("prediction",),
+           rivals=("hf-prompt-lookup",)),
+    Method("lookup", "quickdraft", "prompt lookup decoding", options=(("drafter", "lookup"),),
+           rivals=("hf-prompt-lookup", "llamacpp-prompt-lookup")),
     Method("draft-model", "quickdraft", "speculative decoding with the draft model (adaptive length)",
-           options=(("drafter", "draft-model"),), needs=("draft-model",)),
+           options=(("drafter", "draft-model"),), needs=("draft-model",), rivals=("hf-assisted",)),
     Method("ouroboros", "quickdraft", "Ouroboros: the draft model drafts phrase by phrase, drafts lengthened by phrases (tree)",
-           options=(("drafter", "ouroboros"),), needs=("draft-model",)),
+           options=(("drafter", "ouroboros"),), needs=("draft-model",), rivals=("hf-assisted",)),
     Method("plain-sampled", "quickdraft", "quickdraft, no drafter, sampled: the baseline of the sampled methods",
            baseline="plain-sampled", sampled=True, options=(("drafter", "none"),)),
     Method("draft-model-sampled", "quickdraft", "draft model, speculative sampling (exact in distribution)",
