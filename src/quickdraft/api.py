@@ -25,7 +25,7 @@ from .engine import Limits, check_prompt, generate as engine_generate
 from .errors import QuickdraftError
 from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
-from .sizing import DraftSizer, sizing_for
+from .sizing import DraftSizer, PassCosts, sizing_for
 from .stopping import StopStrings
 from .tokenizer import Tokenizer
 
@@ -85,7 +85,7 @@ class Generator:
         self.name = name
         self.draft_runner = draft_runner
         self.draft_name = draft_name
-        self.pass_cost: list[float] = [0.0] * 5  # what the runner's passes cost (sizing.py), kept across requests
+        self.pass_costs = PassCosts()  # what the runner's passes cost (sizing.py), kept across requests
         # Ouroboros warm start: one phrase pool per (scope, settings), the MAX_PHRASE_POOLS most recently used
         self.phrase_pools: OrderedDict[tuple[str, OuroborosConfig], PhrasePool] = OrderedDict()
 
@@ -211,7 +211,8 @@ class Generator:
         tokens while KL(target || emitted) stays <= kl_bound per token; stats report the KL used).
         draft_sizing: "cost" caps each draft at the length that pays on this runner, from measured pass
         costs and acceptance (sizing.py; never changes the output); "off" verifies drafts as proposed;
-        "auto" (default): "cost" on the llama.cpp runner, "off" on transformers.
+        "auto" (default): "cost", except for the draft model and Ouroboros on transformers, which
+        size their drafts themselves.
         """
         if not isinstance(sampling, SamplingParams):
             raise QuickdraftError(f"sampling must be a SamplingParams; got {type(sampling).__name__}")
@@ -224,9 +225,10 @@ class Generator:
                                   "use acceptance 'exact'")
         limits = Limits(max_new_tokens=max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
         stops = _stop_list(stop)
-        sizer = DraftSizer(cost=self.pass_cost) if sizing_for(self.runner, draft_sizing) else None
+        sizing_for(self.runner, draft_sizing)  # a bad choice fails before the prompt is encoded
         ids = self.encode_prompt(prompt, chat)
         d = self.make_drafter(drafter, prediction, policy, lookup, draft, sampling, ouroboros, pool_scope)
+        sizer = DraftSizer(costs=self.pass_costs) if sizing_for(self.runner, draft_sizing, d) else None
         return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode), sampling, rule, sizer)
 
     def generate(self, prompt: Prompt, **options: Any) -> Result:

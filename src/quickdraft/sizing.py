@@ -1,20 +1,30 @@
 """How long a draft pays: a cap on draft length from measured pass costs and acceptance rates.
 
-Verifying is not free where a pass costs in proportion to its tokens (llama.cpp on a small CPU: a
-pass of 16 tokens costs 10.8 passes of one, docs/llamacpp.md), so a long draft that is soon wrong
-costs more than it saves. The engine therefore caps each draft at the length with the most expected
-output per second:
+Verifying is not free where a pass costs more with more tokens, and how much more depends on the
+runner and the machine. On llama.cpp on a small CPU a pass of 16 tokens costs 10.8 passes of one
+(docs/llamacpp.md). transformers in float32 is memory-bound at one token and switches matrix kernels
+above it: on this project's AMD machine, qwen2.5-coder-0.5B, a pass of 2 tokens costs 1.94 passes of
+one, 3 tokens 3.05, 4 to 8 tokens 2.4, 16 tokens 3.1, 32 tokens 4.0 (on an earlier Intel machine, 3
+tokens cost 1.3). A long draft that is soon wrong costs more than it saves, and no fixed length suits
+every machine, so the engine caps each draft at the length with the most expected output per second:
 
-    t(n)  = alpha + beta * (n - 1)       seconds for a target pass over n tokens (fitted online)
+    t(n)  = seconds for a target pass over n tokens: PassCosts, measured on every pass, per n
     a     = P(next draft token accepted | the ones before it were), per drafter (counted online)
     E(k)  = 1 + a + a^2 + ... + a^k      expected output tokens of a pass with a k-token draft
     cap   = the k <= budget maximising E(k) / t(k + 1)
 
-Worked example, beta / alpha = 0.65 (llama.cpp, qwen2.5-coder-0.5b, 2 cores):
+t(n) for a size not measured yet is interpolated linearly between the nearest measured sizes and
+extended beyond the largest with the slope of the last two; with fewer than two sizes measured (or
+no acceptance evidence yet) there is no cap.
+
+Worked example, t(n) = 1 + 0.65 (n - 1) (llama.cpp, qwen2.5-coder-0.5b, 2 cores):
     a = 0.5   E(k)/t: k=0 1.00, k=1 0.91                          -> cap 0 (drafting does not pay)
     a = 0.9   k=0 1.00, k=1 1.15, k=2 1.18, k=3 1.17              -> cap 2
     a = 0.99  k=8 1.39, k=9 1.39, k=16 1.38, k=32 1.29            -> cap 9
-With beta / alpha = 0.06 (nearly flat costs) and a = 0.9 the cap is 12; with a = 1 it is the budget.
+With t(n) = 1 + 0.06 (n - 1) (nearly flat costs) and a = 0.9 the cap is 12; with a = 1 it is the
+budget. With the AMD transformers costs above: a = 0.5, no draft pays (k=3: 1.88 / 2.4 = 0.78);
+a = 0.6, only a longer one, barely (k=3: 0.90, k=7: 2.46 / 2.43 = 1.01); a = 0.9, the cap is 15
+(8.15 / 3.08 = 2.65), and a draft of 2 would lose (2.71 / 3.05 = 0.89) where one of 3 pays (1.42).
 
 The engine asks for the cap of the drafter that proposed last before the next draft (one drafter:
 always the right one), and trims a draft from another drafter of a chain to that drafter's own cap.
@@ -25,31 +35,62 @@ again (a prediction re-anchoring after an edit, a lookup finding a long match).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 
 @dataclass
+class PassCosts:
+    """Seconds per target pass by its number of tokens: a property of the runner and the machine, so a
+    Generator keeps one for all its requests. Each size is a decayed mean of the passes of that size."""
+
+    decay: float = 0.9  # weight of an older pass of the same size, per newer one
+    _sums: dict[int, list[float]] = field(default_factory=dict)  # n -> [weight, weighted seconds]
+
+    def record(self, n: int, seconds: float) -> None:
+        w = self._sums.setdefault(n, [0.0, 0.0])
+        w[0] = self.decay * w[0] + 1.0
+        w[1] = self.decay * w[1] + seconds
+
+    def seconds(self, n: int) -> float | None:
+        """Measured or interpolated seconds of a pass of n tokens (None: fewer than two sizes measured)."""
+        if n in self._sums:
+            w, s = self._sums[n]
+            return s / w
+        sizes = sorted(self._sums)
+        if len(sizes) < 2:
+            return None
+        i = min(max(bisect_left(sizes, n), 1), len(sizes) - 1)  # the line through sizes[i - 1], sizes[i]
+        lo, hi = sizes[i - 1], sizes[i]
+        t_lo, t_hi = self._sums[lo][1] / self._sums[lo][0], self._sums[hi][1] / self._sums[hi][0]
+        slope = (t_hi - t_lo) / (hi - lo)
+        if n > hi:  # beyond the largest size: never cheaper than it
+            return t_hi + max(slope, 0.0) * (n - hi)
+        if n < lo:  # below the smallest: no cheaper than in proportion to it
+            return max(t_lo + slope * (n - lo), t_lo * n / lo)
+        return t_lo + slope * (n - lo)
+
+
+@dataclass
 class DraftSizer:
-    decay: float = 0.9  # weight of older passes in the acceptance and cost estimates, per pass
+    decay: float = 0.9  # weight of older passes in the acceptance estimate, per pass
     min_evidence: float = 4.0  # draft tokens tried before a source's acceptance rate is trusted
     probe_every: int = 8  # a source capped to 0 still drafts 1 token every this many passes
     # decayed sums per source: [accepted tokens, tried tokens] (tried = accepted + 1 per rejection)
     _acceptance: dict[str, list[float]] = field(default_factory=dict)
-    # decayed least-squares sums of (x = n - 1, y = seconds): [w, x, y, xx, xy]; a property of the runner,
-    # so a Generator passes the same list to the sizer of every request
-    cost: list[float] = field(default_factory=lambda: [0.0] * 5)
+    costs: PassCosts = field(default_factory=PassCosts)  # shared by the requests of a Generator
     _since_probe: dict[str, int] = field(default_factory=dict)
 
     def cap(self, source: str, budget: int) -> int:
         """Most draft tokens worth verifying for `source` now (at most budget)."""
-        a, ratio = self.acceptance(source), self.cost_ratio()
-        if budget <= 0 or a is None or ratio is None:
+        a, t1 = self.acceptance(source), self.costs.seconds(1)
+        if budget <= 0 or a is None or not t1:
             return max(budget, 0)
         best_k, best, expected, term = 0, 1.0, 1.0, 1.0
         for k in range(1, budget + 1):
             term *= a
             expected += term  # E(k)
-            value = expected / (1.0 + ratio * k)
+            value = expected * t1 / self.costs.seconds(k + 1)  # output per second, in units of plain's
             if value > best:
                 best_k, best = k, value
         if best_k == 0:
@@ -64,24 +105,11 @@ class DraftSizer:
         accepted, tried = self._acceptance.get(source, (0.0, 0.0))
         return accepted / tried if tried >= self.min_evidence else None
 
-    def cost_ratio(self) -> float | None:
-        """beta / alpha: the cost of one more token in a pass, in passes of one token (None: not known yet)."""
-        w, x, y, xx, xy = self.cost
-        spread = w * xx - x * x
-        if w <= 0 or spread <= 1e-9 * max(1.0, w * xx):  # one pass size seen so far: no slope yet
-            return None
-        beta = max(0.0, (w * xy - x * y) / spread)
-        alpha = (y - beta * x) / w
-        return beta / alpha if alpha > 0 else None
-
     def record(self, source: str, drafted: int, accepted: int, pass_tokens: int, seconds: float) -> None:
         """One verified pass: its draft's fate and how long the target took over pass_tokens tokens."""
-        d = self.decay
-        c = self.cost
-        x = pass_tokens - 1
-        for i, v in enumerate((1.0, x, seconds, x * x, x * seconds)):
-            c[i] = d * c[i] + v
+        self.costs.record(pass_tokens, seconds)
         if drafted:
+            d = self.decay
             acc = self._acceptance.setdefault(source, [0.0, 0.0])
             acc[0] = d * acc[0] + accepted
             acc[1] = d * acc[1] + accepted + (accepted < drafted)
@@ -90,12 +118,18 @@ class DraftSizer:
 SIZING = ("auto", "cost", "off")
 
 
-def sizing_for(runner: object, choice: str) -> bool:
-    """Whether to cap drafts: "cost" yes, "off" no, "auto" as the runner prefers (runner.draft_sizing:
-    the llama.cpp runner, whose passes cost in proportion to their tokens; not transformers in float32,
-    whose measured speedups were tuned without it)."""
+def sizing_for(runner: object, choice: str, drafter: object = None) -> bool:
+    """Whether to cap drafts: "cost" yes, "off" no, "auto" as the runner prefers (runner.draft_sizing;
+    the llama.cpp runner, whose passes cost in proportion to their tokens: every draft), else for
+    drafters that do not size their drafts themselves (prompt lookup, predictions: yes; the draft
+    model and Ouroboros, whose own length rules were measured without the cap, set sizes_itself)."""
     if choice not in SIZING:
         from .errors import QuickdraftError
 
         raise QuickdraftError(f"draft_sizing must be one of {', '.join(SIZING)}; got {choice!r}")
-    return (getattr(runner, "draft_sizing", "off") if choice == "auto" else choice) == "cost"
+    if choice != "auto":
+        return choice == "cost"
+    preference = getattr(runner, "draft_sizing", None)
+    if preference is not None:
+        return preference == "cost"
+    return not getattr(drafter, "sizes_itself", False)

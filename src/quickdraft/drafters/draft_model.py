@@ -59,6 +59,8 @@ class DraftModelConfig:
 
 
 class DraftModelDrafter:
+    sizes_itself = True  # its own draft-length rule; draft_sizing "auto" leaves it uncapped on transformers (sizing.py)
+
     def __init__(
         self,
         runner: Runner,

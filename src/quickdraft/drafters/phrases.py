@@ -76,6 +76,8 @@ class OuroborosConfig:
 
 
 class OuroborosDrafter:
+    sizes_itself = True  # its own draft-length rule; draft_sizing "auto" leaves it uncapped on transformers (sizing.py)
+
     def __init__(self, runner: Runner, pool: PhrasePool, config: OuroborosConfig = OuroborosConfig(),
                  trees_on_target: bool = True):
         """runner: the draft model's. pool: the phrase pool (shared across requests for warm start).
