@@ -293,7 +293,7 @@ def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer):
 def test_prompt_lookup_docstring_example():
     # max_ngram 2, num_tokens 3: [1, 2, 3, 4, 1, 2] ends with (1, 2), which first ended at index 2:
     # the draft is context[2:5] = (3, 4, 1).
-    drafter = PromptLookupDrafter(LookupConfig(max_ngram=2, num_tokens=3, single_match_tokens=3, prefer="latest"))
+    drafter = PromptLookupDrafter(LookupConfig(max_ngram=2, min_ngram=1, num_tokens=3, single_match_tokens=3, prefer="latest"))
     drafter.begin([1, 2, 3, 4, 1, 2])
     draft = drafter.propose([1, 2, 3, 4, 1, 2], budget=10)
     assert draft.tokens == (3, 4, 1) and draft.source == "lookup"
@@ -302,7 +302,14 @@ def test_prompt_lookup_docstring_example():
     assert drafter.propose([1, 2, 3, 4, 1, 2, 7], budget=5).tokens == ()
     # only the 1-gram (2,) matches now: it last ended at index 6, before the new suffix
     assert drafter.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5).tokens == (7, 5, 2)
-    # with the defaults (first occurrence; 2 tokens after a single-token match) it ended first at 2
-    first = PromptLookupDrafter()
+    # first occurrence, 2 tokens after a single-token match: it ended first at 2
+    first = PromptLookupDrafter(LookupConfig(min_ngram=1))
     first.begin([1, 2, 3, 4, 1, 2, 7, 5, 2])
     assert first.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5).tokens == (3, 4)
+    # the defaults draft after 3-gram matches only: (7, 5, 2) was not seen before; (3, 4, 1) was, ending at 3
+    default = PromptLookupDrafter()
+    default.begin([1, 2, 3, 4, 1, 2, 7, 5, 2])
+    assert default.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5).tokens == ()
+    again = PromptLookupDrafter()
+    again.begin([3, 4, 1, 2, 7, 3, 4, 1])
+    assert again.propose([3, 4, 1, 2, 7, 3, 4, 1], budget=3).tokens == (2, 7, 3)

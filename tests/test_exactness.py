@@ -109,7 +109,8 @@ def test_prompt_lookup(tiny, prompt_len):
     head = reference_greedy(tiny, ref_prompt, N)
     prompt = ref_prompt + head[: N // 2] + ref_prompt[-3:] if prompt_len > 1 else ref_prompt
     ref = reference_greedy(tiny, prompt, N)
-    for config in (LookupConfig(), LookupConfig(max_ngram=2, num_tokens=5), LookupConfig(max_ngram=1, num_tokens=1)):
+    for config in (LookupConfig(), LookupConfig(min_ngram=1), LookupConfig(max_ngram=2, min_ngram=1, num_tokens=5),
+                   LookupConfig(max_ngram=1, min_ngram=1, num_tokens=1)):
         out, _ = run(tiny, prompt, PromptLookupDrafter(config))
         assert out == ref
 

@@ -200,7 +200,7 @@ def test_joint_distribution_of_three_tokens(drafter):
             "none": lambda: None,
             "prediction right": lambda: PredictionDrafter([int(step[1].argmax()), 0, 0]),
             "prediction wrong": lambda: PredictionDrafter([int(step[1].argmin()), 3, 3]),
-            "lookup": lambda: PromptLookupDrafter(LookupConfig(max_ngram=2, num_tokens=3, single_match_tokens=3)),
+            "lookup": lambda: PromptLookupDrafter(LookupConfig(max_ngram=2, min_ngram=1, num_tokens=3, single_match_tokens=3)),
         }[drafter]
         steps = generate(runner, prompt, Limits(3), make(), sampling=SamplingParams(0.9, top_k=3, seed=seed))
         out = [t for s in steps for t in s.tokens]

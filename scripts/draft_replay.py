@@ -1,0 +1,180 @@
+"""Replay the deterministic drafters on outputs a benchmark already produced, with measured pass costs.
+
+Prompt lookup and Predicted Outputs draft from the context (and the prediction) alone, so what they
+would draft at every step, and how much of it plain greedy decoding agrees with, follows from the
+prompt and plain decoding's output: comparing draft rules needs no model, only the cost of a target
+pass of n tokens on the machine.
+
+    .venv/bin/python scripts/draft_replay.py bench-out/qwen05 --measure-costs
+    .venv/bin/python scripts/draft_replay.py bench-out/qwen05 --costs 1:1,2:1.94,3:3.05,4:2.42,8:2.43,16:3.08,33:3.97
+
+For every plain run of the folder (every turn), the prompt ids are rebuilt with the model's tokenizer
+and chat template (later turns after plain decoding's own answers, as the benchmark sends them), and
+each configuration is replayed pass by pass the way the engine runs it (engine.py, with or without
+the cost-aware cap of sizing.py, pass costs kept across requests as a Generator keeps them): draft,
+accept up to the first token that differs from the output, plus the bonus token. A pass of n tokens
+costs cost(n) single-token passes (linear between the sizes given). Printed per workload: modelled
+decode speedup over plain decoding, median over turns [and over all tokens]. Prefill is left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from bisect import bisect_left
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable
+
+from quickdraft.core import EMPTY_DRAFT, Verdict
+from quickdraft.drafters.base import FirstOf
+from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
+from quickdraft.sizing import DraftSizer, PassCosts
+
+OLD_LOOKUP = LookupConfig(min_ngram=1, single_match_tokens=2)  # the rule before this script's first use
+
+# name -> (needs a prediction, drafter factory(prediction ids))
+CONFIGS: dict[str, tuple[bool, Callable]] = {
+    "lookup 1-gram+": (False, lambda p: PromptLookupDrafter(OLD_LOOKUP)),
+    "lookup 2-gram+": (False, lambda p: PromptLookupDrafter(LookupConfig(min_ngram=2))),
+    "lookup 3-gram": (False, lambda p: PromptLookupDrafter(LookupConfig(min_ngram=3))),
+    "prediction": (True, lambda p: PredictionDrafter(p, PredictionConfig())),
+    "prediction-openai": (True, lambda p: PredictionDrafter(p, PredictionConfig.for_policy("openai"))),
+    "prediction+lookup 3-gram": (True, lambda p: FirstOf([PredictionDrafter(p, PredictionConfig()),
+                                                          PromptLookupDrafter(LookupConfig(min_ngram=3))])),
+}
+
+
+def cost_of(costs: dict[int, float]) -> Callable[[int], float]:
+    sizes = sorted(costs)
+
+    def cost(n: int) -> float:
+        i = bisect_left(sizes, n)
+        if i < len(sizes) and sizes[i] == n:
+            return costs[n]
+        if i == 0:
+            return costs[sizes[0]]
+        if i == len(sizes):
+            return costs[sizes[-1]] * n / sizes[-1]
+        a, b = sizes[i - 1], sizes[i]
+        return costs[a] + (costs[b] - costs[a]) * (n - a) / (b - a)
+
+    return cost
+
+
+def replay(drafter, prompt: list[int], output: list[int], cost, costs: PassCosts | None) -> float:
+    """Decode cost of `output` in single-token passes, drafted by `drafter`; costs: size drafts as the
+    engine does with a DraftSizer over these (shared) pass costs, None: no cap."""
+    drafter.begin(prompt)
+    sizer = DraftSizer(costs=costs) if costs is not None else None
+    context, i, total, source = list(prompt), 0, 0.0, ""
+    while i < len(output):
+        budget = len(output) - i - 1
+        if sizer is not None:
+            budget = sizer.cap(source, budget)
+        draft = drafter.propose(context, budget) if budget > 0 else EMPTY_DRAFT
+        if sizer is not None and draft.tokens and draft.source != source:
+            draft = draft.head(sizer.cap(draft.source, len(draft)))
+        source = draft.source or source
+        a = 0
+        while a < len(draft) and draft.tokens[a] == output[i + a]:
+            a += 1
+        seconds = cost(len(draft) + 1)
+        total += seconds
+        if sizer is not None:
+            sizer.record(draft.source, len(draft), a, len(draft) + 1, seconds)
+        context += output[i : i + a + 1]
+        i += a + 1
+        drafter.observe(context, Verdict(draft, a, tuple(output[i - a - 1 : i])))
+    return total
+
+
+def measure_costs(model: str, sizes: list[int], cached: int = 500, repeats: int = 5) -> dict[int, float]:
+    """Median seconds of a target pass of n tokens after `cached` tokens, relative to n = 1."""
+    import torch
+
+    from quickdraft import api
+
+    runner = api.load(model).runner
+    ids = [(i * 7919) % 30000 + 100 for i in range(cached + max(sizes))]
+    ms = {}
+    with torch.inference_mode():
+        runner.reset()
+        runner.prefill(ids[:cached])
+        for n in sizes:
+            ts = []
+            for _ in range(repeats + 1):
+                t0 = time.perf_counter()
+                runner.forward(ids[cached : cached + n])
+                ts.append(time.perf_counter() - t0)
+                runner.rollback(cached)
+            ms[n] = statistics.median(ts[1:]) * 1000
+    print(f"ms per pass of n tokens after {cached} cached:", {n: round(v, 1) for n, v in ms.items()})
+    return {n: ms[n] / ms[1] for n in sizes}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out", help="a `quickdraft bench run` folder with plain runs")
+    p.add_argument("--costs", help="n:cost,... relative to one token")
+    p.add_argument("--measure-costs", action="store_true", help="measure them on the folder's model instead")
+    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated, from: " + ", ".join(CONFIGS))
+    args = p.parse_args()
+    from transformers import AutoTokenizer
+
+    from quickdraft import models
+    from quickdraft.bench import harness, workloads
+    from quickdraft.tokenizer import HFTokenizer
+
+    out = Path(args.out)
+    meta = harness.read_meta(out)
+    model = meta["config"]["model"]
+    if args.measure_costs:
+        costs = measure_costs(model, [1, 2, 3, 4, 5, 6, 8, 11, 16, 25, 33, 65])
+    else:
+        costs = {int(k): float(v) for k, v in (kv.split(":") for kv in args.costs.split(","))}
+    print("cost (single-token passes):", {n: round(c, 2) for n, c in costs.items()})
+    cost = cost_of(costs)
+    tok = HFTokenizer(AutoTokenizer.from_pretrained(models.resolve(model, progress=False)))
+    data = Path(meta["config"].get("data") or workloads.data_dir())
+    rows = [r for r in harness.read_runs(out) if r["method"] == "plain" and not r.get("error")]
+    tasks = {}
+    for w in {r["workload"] for r in rows}:
+        for t in workloads.WORKLOADS[w].load(data, None):
+            tasks[w, t.id] = t
+    names = args.configs.split(",")
+    result: dict[str, dict[str, list[tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))
+    shared: dict[str, PassCosts] = {}
+    for r in sorted(rows, key=lambda r: r["time"]):
+        task = tasks[r["workload"], r["task"]]
+        pred = tok.encode(task.prediction, add_special_tokens=False) if task.prediction is not None else None
+        messages = list(task.messages)
+        for turn, output in enumerate(r["output_tokens"]):
+            if turn:
+                messages = messages + [{"role": "user", "content": task.followups[turn - 1]}]
+            prompt = tok.encode_chat(messages)
+            for name in names:
+                needs_prediction, factory = CONFIGS[name]
+                if needs_prediction and (pred is None or turn):
+                    continue
+                for sized in (False, True):
+                    c = replay(factory(pred), prompt, output, cost, shared.setdefault(name, PassCosts()) if sized else None)
+                    result[name + (" +sizing" if sized else "")][r["workload"]].append((c, len(output)))
+            messages = messages + [{"role": "assistant", "content": tok.decode(output)}]
+    cols = [n for n in result]
+    print("modelled decode speedup over plain, median over turns [all tokens]")
+    print("| workload | " + " | ".join(cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for w in sorted({r["workload"] for r in rows}):
+        cells = []
+        for name in cols:
+            xs = [x for x in result[name].get(w, []) if x[1]]
+            cells.append(f"{statistics.median(n / c for c, n in xs):.2f} [{sum(n for _, n in xs) / sum(c for c, _ in xs):.2f}]"
+                         if xs else "–")
+        print(f"| {w} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
