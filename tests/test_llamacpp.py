@@ -164,7 +164,10 @@ def test_predictions_right_wrong_and_partly_right_are_exact(gen, plain, policy):
         text = base.text
         right = gen.generate(prompt, prediction=text, policy=policy, max_new_tokens=N)
         assert right.token_ids == base.token_ids
-        assert right.stats.accepted_prediction_tokens >= len(base.token_ids) - 3 * (policy == "openai") - 3
+        # every token but each pass's own one comes from the prediction (the draft sizer picks the
+        # pass sizes from this machine's costs, so only their count is bounded, not their lengths)
+        own = right.stats.target_passes
+        assert right.stats.accepted_prediction_tokens >= len(base.token_ids) - own - 3 * (policy == "openai") - 3
         assert right.stats.target_passes <= max(2, base.stats.target_passes // 3)
         wrong = gen.generate(prompt, prediction="zzzz qqqq " * 20, policy=policy, max_new_tokens=N)
         assert wrong.token_ids == base.token_ids
