@@ -135,6 +135,32 @@ def test_cap_follows_measured_costs_that_are_not_a_line(a, want):
     assert s.cap("lookup", 32) == want == max(values, key=lambda k: (values[k], -k))
 
 
+@pytest.mark.parametrize("a, d, want", [(0.9, 0.0, 15), (0.9, 0.03, 15), (0.9, 0.15, 7), (0.6, 0.0, 7), (0.6, 0.03, 0)])
+def test_drafting_time_counts_against_the_draft(a, d, want):
+    """A draft model's tokens are not free: each costs d (in units of a one-token pass), measured from
+    the drafter's time per draft token. With AMD pass costs, a = 0.6: 7 free tokens barely pay
+    (2.46 / 2.43 = 1.01), at 0.03 each they do not (2.46 / 2.64 = 0.93); a = 0.9: 0.15 per token halves
+    the best length."""
+    s = DraftSizer(decay=1.0, min_evidence=1.0, costs=PassCosts(decay=1.0))
+    for n, t in AMD.items():
+        s.costs.record(n, t)
+    s._acceptance["draft-model"] = [1000 * a, 1000.0]
+    s._drafting["draft-model"] = [100.0, 100 * d]
+    assert s.draft_seconds("draft-model") == pytest.approx(d)
+    values = {k: sum(a ** i for i in range(k + 1)) / (s.costs.seconds(k + 1) + k * d) for k in range(0, 33)}
+    assert s.cap("draft-model", 32) == want == max(values, key=lambda k: (values[k], -k))
+
+
+def test_drafting_time_is_measured_per_draft_token():
+    s = DraftSizer(decay=1.0, min_evidence=1.0)
+    assert s.draft_seconds("draft-model") == 0.0  # nothing drafted yet: no cost known
+    s.record("draft-model", 8, 8, 9, 0.5, draft_seconds=0.4)
+    s.record("draft-model", 2, 0, 3, 0.3, draft_seconds=0.2)
+    s.record("draft-model", 0, 0, 1, 0.1, draft_seconds=0.05)  # nothing drafted: not a per-token cost
+    assert s.draft_seconds("draft-model") == pytest.approx(0.6 / 10)
+    assert s.draft_seconds("lookup") == 0.0
+
+
 def test_acceptance_counts_a_rejection_as_one_failed_try():
     s = DraftSizer(decay=1.0, min_evidence=1.0)
     s.record("p", 8, 8, 9, 0.1)  # all 8 accepted: 8 tries, 8 successes

@@ -109,7 +109,8 @@ def generate(
         t_verified = time.perf_counter()
         verdict = verify(draft, logits, sampling, acceptance, rng)
         if sizer is not None:
-            sizer.record(draft.source, len(draft), verdict.accepted, len(draft) + 1, t_verified - t_drafted)
+            sizer.record(draft.source, len(draft), verdict.accepted, len(draft) + 1, t_verified - t_drafted,
+                         t_drafted - t_step)
         if verdict.path is None:
             runner.rollback(len(context) + verdict.accepted)
         else:  # keep the root and the accepted path's rows of this pass

@@ -10,8 +10,10 @@ every machine, so the engine caps each draft at the length with the most expecte
 
     t(n)  = seconds for a target pass over n tokens: PassCosts, measured on every pass, per n
     a     = P(next draft token accepted | the ones before it were), per drafter (counted online)
+    d     = seconds the drafter spends per draft token, per drafter (measured: ~0 for lookup and
+            predictions, a draft-model forward for the draft model)
     E(k)  = 1 + a + a^2 + ... + a^k      expected output tokens of a pass with a k-token draft
-    cap   = the k <= budget maximising E(k) / t(k + 1)
+    cap   = the k <= budget maximising E(k) / (t(k + 1) + k d)
 
 t(n) for a size not measured yet is interpolated linearly between the nearest measured sizes and
 extended beyond the largest with the slope of the last two; with fewer than two sizes measured (or
@@ -78,6 +80,7 @@ class DraftSizer:
     probe_every: int = 8  # a source capped to 0 still drafts 1 token every this many passes
     # decayed sums per source: [accepted tokens, tried tokens] (tried = accepted + 1 per rejection)
     _acceptance: dict[str, list[float]] = field(default_factory=dict)
+    _drafting: dict[str, list[float]] = field(default_factory=dict)  # decayed [draft tokens, drafter seconds]
     costs: PassCosts = field(default_factory=PassCosts)  # shared by the requests of a Generator
     _since_probe: dict[str, int] = field(default_factory=dict)
 
@@ -86,11 +89,12 @@ class DraftSizer:
         a, t1 = self.acceptance(source), self.costs.seconds(1)
         if budget <= 0 or a is None or not t1:
             return max(budget, 0)
+        d = self.draft_seconds(source)
         best_k, best, expected, term = 0, 1.0, 1.0, 1.0
         for k in range(1, budget + 1):
             term *= a
             expected += term  # E(k)
-            value = expected * t1 / self.costs.seconds(k + 1)  # output per second, in units of plain's
+            value = expected * t1 / (self.costs.seconds(k + 1) + k * d)  # output per second, in units of plain's
             if value > best:
                 best_k, best = k, value
         if best_k == 0:
@@ -105,14 +109,24 @@ class DraftSizer:
         accepted, tried = self._acceptance.get(source, (0.0, 0.0))
         return accepted / tried if tried >= self.min_evidence else None
 
-    def record(self, source: str, drafted: int, accepted: int, pass_tokens: int, seconds: float) -> None:
-        """One verified pass: its draft's fate and how long the target took over pass_tokens tokens."""
+    def draft_seconds(self, source: str) -> float:
+        """Measured drafter seconds per draft token of `source` (0 before any draft)."""
+        tokens, seconds = self._drafting.get(source, (0.0, 0.0))
+        return seconds / tokens if tokens else 0.0
+
+    def record(self, source: str, drafted: int, accepted: int, pass_tokens: int, seconds: float,
+               draft_seconds: float = 0.0) -> None:
+        """One verified pass: its draft's fate, how long the target took over pass_tokens tokens, and how
+        long the drafter took to propose it."""
         self.costs.record(pass_tokens, seconds)
         if drafted:
             d = self.decay
             acc = self._acceptance.setdefault(source, [0.0, 0.0])
             acc[0] = d * acc[0] + accepted
             acc[1] = d * acc[1] + accepted + (accepted < drafted)
+            cost = self._drafting.setdefault(source, [0.0, 0.0])
+            cost[0] = d * cost[0] + drafted
+            cost[1] = d * cost[1] + draft_seconds
 
 
 SIZING = ("auto", "cost", "off")
