@@ -38,7 +38,6 @@ COMPARE = {
         for c in (0.3, 0.4)
     ],
 }
-METHODS = [PLAIN]  # set in main
 
 
 def main() -> None:
@@ -52,7 +51,7 @@ def main() -> None:
     ap.add_argument("--out", default="ab_draft_sizing.jsonl")
     ap.add_argument("--compare", choices=sorted(COMPARE), default="sizing")
     args = ap.parse_args()
-    METHODS[1:] = COMPARE[args.compare]
+    methods = [PLAIN, *COMPARE[args.compare]]
 
     data = W.data_dir()
     names = W.select(args.workloads)
@@ -66,7 +65,7 @@ def main() -> None:
         for name in names:
             tasks = list(W.WORKLOADS[name].load(data, args.skip + args.limit))[args.skip:]
             for i, task in enumerate(tasks):
-                ms = METHODS[i % len(METHODS):] + METHODS[: i % len(METHODS)]  # rotate the order per task
+                ms = methods[i % len(methods):] + methods[: i % len(methods)]  # rotate the order per task
                 got = {}
                 for m in ms:
                     o = session.run(m, task)
@@ -83,13 +82,13 @@ def main() -> None:
                 same = all(t == got["plain"] for t in got.values())
                 print(f"{task.id}: identical={same}", flush=True)
                 assert same, f"{task.id}: outputs differ"
-    summarize(rows)
+    summarize(rows, methods[1:])
 
 
-def summarize(rows: list[dict]) -> None:
+def summarize(rows: list[dict], methods: list[Method]) -> None:
     for name in sorted({r["workload"] for r in rows}):
         base = {r["task"]: r["seconds"] for r in rows if r["workload"] == name and r["method"] == "plain"}
-        for m in METHODS[1:]:
+        for m in methods:
             s = [base[r["task"]] / r["seconds"] for r in rows if r["workload"] == name and r["method"] == m.name]
             if s:
                 print(f"{name:12} {m.name:20} speedup over plain: median {statistics.median(s):.2f} "
