@@ -109,8 +109,10 @@ def generate(
         t_verified = time.perf_counter()
         verdict = verify(draft, logits, sampling, acceptance, rng)
         if sizer is not None:
+            # a model drafter's seconds count against its drafts; lookup and predictions cost ~0 (and on a
+            # scripted runner their microseconds would rival the pass itself)
             sizer.record(draft.source, len(draft), verdict.accepted, len(draft) + 1, t_verified - t_drafted,
-                         t_drafted - t_step)
+                         t_drafted - t_step if draft.forwards else 0.0)
         if verdict.path is None:
             runner.rollback(len(context) + verdict.accepted)
         else:  # keep the root and the accepted path's rows of this pass
