@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 import torch
@@ -28,6 +29,7 @@ from quickdraft.errors import QuickdraftError, UnsupportedModelError
 from quickdraft.runners import ScriptedRunner
 from quickdraft.runners.hf import HFRunner, quantize_for_drafting
 from quickdraft.sampling import SamplingParams, probs_from_logits
+from quickdraft.sizing import DraftSizer, PassCosts
 from quickdraft.stopping import StopStrings
 from quickdraft.tokenizer import ByteTokenizer
 
@@ -46,7 +48,7 @@ def perturbed(model, scale: float, seed: int = 3):
     return other
 
 
-CONFIGS = {"adaptive": DraftModelConfig(), "k=1": DraftModelConfig(k=1), "k=5, no cutoff": DraftModelConfig(k=5, min_confidence=0)}
+CONFIGS = {"adaptive": DraftModelConfig(), "k=1": DraftModelConfig(k=1), "k=5, no cutoff": DraftModelConfig(k=5, min_confidence=0, min_joint=0)}
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
@@ -60,7 +62,7 @@ def test_target_as_its_own_draft_is_always_right(tiny, config, prompt_len):
     assert stats.rejected_prediction_tokens == 0  # a draft cache out of step would propose wrong tokens
     assert stats.draft_forwards >= stats.draft_tokens  # one forward per drafted token at least
     if config != "k=1":
-        assert len(steps) < N // 2
+        assert len(steps) <= N // 2  # every pass keeps a draft token (the tiny model doubts its tokens: short drafts)
 
 
 def test_int8_copy_drafts_exactly(tiny):
@@ -68,7 +70,7 @@ def test_int8_copy_drafts_exactly(tiny):
     ref = reference_greedy(tiny, prompt, N)
     stats = Stats()
     int8 = quantize_for_drafting(copy.deepcopy(tiny), "int8")
-    out, _ = run(tiny, prompt, drafter(int8, DraftModelConfig(k=4, min_confidence=0)), stats=stats)
+    out, _ = run(tiny, prompt, drafter(int8, DraftModelConfig(k=4, min_confidence=0, min_joint=0)), stats=stats)
     assert out == ref
     assert stats.accepted_prediction_tokens > 2 * stats.rejected_prediction_tokens  # it mostly agrees
 
@@ -96,7 +98,7 @@ def test_always_wrong_draft_model(tiny):
     ref = reference_greedy(tiny, prompt, N)
     wrong = [t for t in range(VOCAB) if t not in ref][:1] * (len(prompt) + 2 * N)
     stats = Stats()
-    out, _ = run(tiny, prompt, drafter(ScriptedRunner(wrong, VOCAB, eos=wrong[0]), DraftModelConfig(min_confidence=0)),
+    out, _ = run(tiny, prompt, drafter(ScriptedRunner(wrong, VOCAB, eos=wrong[0]), DraftModelConfig(min_confidence=0, min_joint=0)),
                  stats=stats)
     assert out == ref
     assert stats.accepted_prediction_tokens == 0 and stats.rejected_prediction_tokens > 0
@@ -126,7 +128,7 @@ def test_drafts_are_the_draft_models_own_greedy_continuation(tiny):
     draft_model = perturbed(tiny, 0.5)
     prompt = prompt_of(6, seed=6)
     ref = reference_greedy(tiny, prompt, N)
-    inner = drafter(draft_model, DraftModelConfig(k=4, min_confidence=0))
+    inner = drafter(draft_model, DraftModelConfig(k=4, min_confidence=0, min_joint=0))
     checked = []
 
     class Checking:
@@ -173,13 +175,46 @@ def test_token_and_context_limits(tiny):
     assert [t for s in steps for t in s.tokens] == ref[:10] and steps[-1].finish_reason == "length"
 
 
+@pytest.mark.parametrize("ratio", [0.06, 0.3])
+@pytest.mark.parametrize("scale", [0.35, 1.0])
+def test_drafts_trimmed_by_confidence_keep_the_output_exact(tiny, ratio, scale):
+    """Sizing trims each draft to the prefix its confidences say is worth a pass, and pauses the draft
+    model after a draft worth nothing: the output is plain greedy decoding's, at the end of the text
+    and across an EOS too."""
+    prompt = prompt_of(7, seed=2)
+    ref = reference_greedy(tiny, prompt, N)
+    for eos, want in (((), ref), ({ref[N - 5]}, ref[: ref.index(ref[N - 5])])):
+        stats = Stats()
+        d = drafter(perturbed(tiny, scale), DraftModelConfig(min_joint=0))
+        out = [t for st in generate(HFRunner(tiny), prompt, Limits(N, frozenset(eos)), d, stats=stats,
+                                    sizer=DraftSizer(costs=seeded_costs(ratio))) for t in st.tokens]
+        assert out == want
+        assert stats.draft_forwards > stats.draft_tokens > 0  # some drafts sent, some tokens made and not sent
+
+
+def test_min_joint_stops_a_draft_the_draft_model_doubts(tiny):
+    prompt = prompt_of(7, seed=2)
+    lengths = {}
+    for min_joint in (0.0, 0.05, 0.5):  # the tiny model rates its tokens about 0.3
+        d = drafter(perturbed(tiny, 0.35), DraftModelConfig(k=8, min_confidence=0, min_joint=min_joint))
+        drafts = []
+        for n in range(3, 8):
+            d.begin(prompt[:n])
+            drafts.append(d.propose(prompt[:n], 8))
+        for draft in drafts:
+            assert len(draft.confidence) == len(draft) and all(0 < c <= 1 for c in draft.confidence)
+            assert all(math.prod(draft.confidence[:j]) >= min_joint for j in range(2, len(draft) + 1))
+        lengths[min_joint] = sum(map(len, drafts))
+    assert lengths[0.0] == 5 * 8 and lengths[0.0] > lengths[0.05] > lengths[0.5] >= 5
+
+
 def test_adaptive_length_grows_and_shrinks():
     script = list(range(10, 60))
     target = ScriptedRunner(script, 64, eos=0)
-    right = drafter(ScriptedRunner(script, 64, eos=0), DraftModelConfig(initial=4, max_length=8, min_confidence=0), vocab=64)
+    right = drafter(ScriptedRunner(script, 64, eos=0), DraftModelConfig(initial=4, max_length=8, min_confidence=0, min_joint=0), vocab=64)
     steps = list(generate(target, [1, 2], Limits(40), right))
     assert [len(s.verdict.draft) for s in steps[:4]] == [4, 6, 8, 8]  # +2 after each fully accepted draft
-    wrong = drafter(ScriptedRunner([63] * 80, 64, eos=0), DraftModelConfig(initial=4, min_confidence=0), vocab=64)
+    wrong = drafter(ScriptedRunner([63] * 80, 64, eos=0), DraftModelConfig(initial=4, min_confidence=0, min_joint=0), vocab=64)
     steps = list(generate(ScriptedRunner(script, 64, eos=0), [1, 2], Limits(10), wrong))
     assert [len(s.verdict.draft) for s in steps[:5]] == [4, 3, 2, 1, 1]  # -1 after each cut-short draft
 
@@ -190,7 +225,7 @@ def test_adaptive_length_grows_and_shrinks():
 def test_draft_probs_are_the_processed_draft_distribution(tiny):
     params = SamplingParams(temperature=0.7, top_k=10, seed=1)
     other = tiny_model("qwen2", seed=4)
-    d = drafter(other, DraftModelConfig(k=3, min_confidence=0), params)
+    d = drafter(other, DraftModelConfig(k=3, min_confidence=0, min_joint=0), params)
     prompt = prompt_of(5, seed=10)
     d.begin(prompt)
     draft = d.propose(prompt, 3)
@@ -201,10 +236,20 @@ def test_draft_probs_are_the_processed_draft_distribution(tiny):
     assert all(draft.probs[i, t] > 0 for i, t in enumerate(draft.tokens))
 
 
-@pytest.mark.parametrize("draft_kind", ["close", "far"])
-def test_joint_distribution_of_three_tokens_with_a_draft_model(draft_kind):
+def seeded_costs(ratio: float) -> PassCosts:
+    """Pass costs 1 + ratio * (n - 1) seconds, weighted so that the test's own microsecond passes do not move them."""
+    costs = PassCosts(decay=1.0)
+    for _ in range(10_000):
+        for n in range(1, 34):  # every size a draft can have: a measured size is not interpolated
+            costs.record(n, 1.0 + (n - 1) * ratio)
+    return costs
+
+
+@pytest.mark.parametrize("draft_kind, sized", [("close", False), ("far", False), ("close", True)])
+def test_joint_distribution_of_three_tokens_with_a_draft_model(draft_kind, sized):
     """Whole engine, sampled, with a draft model of its own distribution: the first three tokens follow
-    the exact joint distribution of plain sampling from the target (chi-square, significance 1e-4)."""
+    the exact joint distribution of plain sampling from the target (chi-square, significance 1e-4).
+    sized: drafts trimmed by the draft's confidences (sizing.py), which must not bias the output either."""
     g = torch.Generator().manual_seed(5)
     V = 4
     table = torch.randn(V, V, generator=g) * 1.5  # [V, V] target logits given the current token
@@ -218,16 +263,22 @@ def test_joint_distribution_of_three_tokens_with_a_draft_model(draft_kind):
             truth[a, b] = step[prompt[-1], a] * step[a, b] * step[b]
     counts = torch.zeros(V, V, V)
     n = 3000
-    accepted = 0
+    accepted = trimmed = 0
+    costs = seeded_costs(0.7)  # a 1-token draft pays when the draft rates it above 0.7
     for seed in range(n):
         s = SamplingParams(temperature=0.9, top_k=3, seed=seed)
-        d = DraftModelDrafter(MarkovRunner(table + noise), V, s, DraftModelConfig(k=3, min_confidence=0))
+        d = DraftModelDrafter(MarkovRunner(table + noise), V, s, DraftModelConfig(k=3, min_confidence=0, min_joint=0))
         stats = Stats()
-        out = [t for st in generate(MarkovRunner(table), prompt, Limits(3), d, stats=stats, sampling=s) for t in st.tokens]
+        sizer = DraftSizer(costs=costs) if sized else None
+        out = [t for st in generate(MarkovRunner(table), prompt, Limits(3), d, stats=stats, sampling=s, sizer=sizer)
+               for t in st.tokens]
         counts[out[0], out[1], out[2]] += 1
         accepted += stats.accepted_prediction_tokens
+        trimmed += stats.draft_forwards > stats.draft_tokens  # a draft token made and not sent
     assert_follows(counts, truth)
     assert accepted > n // 2  # drafts were really used
+    if sized:
+        assert n // 100 < trimmed < n - n // 100  # trimming happened (about 4 % of runs here), and not always
 
 
 def test_sampled_run_is_reproducible_with_a_seed(tiny):
@@ -282,6 +333,7 @@ def test_api_bad_draft_options(options, message):
 
 
 @pytest.mark.parametrize("kwargs,message", [({"k": 0}, "positive integer or 'auto'"), ({"min_confidence": 1.0}, "min_confidence"),
+                                            ({"min_joint": -0.1}, "min_joint"),
                                             ({"initial": 40}, "min_length <= initial <= max_length")])
 def test_bad_draft_model_config(kwargs, message):
     with pytest.raises(QuickdraftError, match=message):

@@ -334,7 +334,7 @@ def test_engine_and_api():
 
     def run(acceptance, seed):
         s = SamplingParams(temperature=1.0, seed=seed)
-        d = DraftModelDrafter(MarkovRunner(other), Vm, s, DraftModelConfig(k=4, min_confidence=0))
+        d = DraftModelDrafter(MarkovRunner(other), Vm, s, DraftModelConfig(k=4, min_confidence=0, min_joint=0))
         stats = Stats()
         out = [t for st in generate(MarkovRunner(table), prompt, Limits(40), d, stats=stats, sampling=s,
                                     acceptance=acceptance) for t in st.tokens]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from quickdraft.api import Generator
+from quickdraft.core import Draft
 from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
@@ -177,6 +179,64 @@ def test_bad_choice_is_refused():
     assert sizing_for(object(), "off") is False
 
 
+# -- drafts rated by their drafter (a draft model's confidences) -------------------------------------
+
+def rated(confidence, source="draft-model") -> Draft:
+    return Draft(tokens=tuple(range(10, 10 + len(confidence))), source=source, forwards=len(confidence) + 1,
+                 confidence=tuple(confidence))
+
+
+def brute_force_trim(confidence, ratio: float) -> int:
+    values = [sum(math.prod(confidence[:j]) for j in range(k + 1)) / (1 + ratio * k) for k in range(len(confidence) + 1)]
+    return max(range(len(values)), key=lambda k: (values[k], -k))
+
+
+def test_trim_worked_example():
+    s = sizer_with(None, 0.65)
+    # E/t: k=1 1.95/1.65 = 1.18, k=2 2.805/2.3 = 1.22, k=3 2.976/2.95 = 1.01
+    d = s.trim(rated([0.95, 0.9, 0.2]))
+    assert d.tokens == (10, 11) and d.confidence == (0.95, 0.9) and d.source == "draft-model"
+
+
+def test_trim_is_the_best_prefix_by_brute_force():
+    rng = random.Random(1)
+    for _ in range(300):
+        ratio = rng.choice([0.06, 0.3, 0.65, 1.0])
+        confidence = [rng.random() ** rng.choice([0.1, 0.5, 1.0]) for _ in range(rng.randint(1, 20))]
+        s = sizer_with(None, ratio)
+        assert len(s.trim(rated(confidence))) == brute_force_trim(confidence, ratio), (ratio, confidence)
+
+
+def test_trim_waits_for_measured_costs():
+    d = rated([0.1, 0.1])
+    assert DraftSizer().trim(d) is d
+    assert sizer_with(None, 0.65).trim(Draft((5, 6), source="lookup")).tokens == (5, 6)  # not rated: not trimmed
+
+
+def test_a_draft_worth_nothing_is_dropped_and_its_source_paused():
+    s = sizer_with(None, 0.65)
+    pauses = []
+    for _ in range(6):
+        d = s.trim(rated([0.3, 0.9]))  # E(1) = 1.3 < t(2) = 1.65, E(2) = 1.57 < t(3) = 2.3
+        assert len(d) == 0 and d.source == "draft-model" and d.forwards == 3  # its forwards were spent
+        caps = []
+        while (cap := s.cap("draft-model", 10)) == 0:
+            caps.append(cap)
+        assert cap == 10
+        pauses.append(len(caps))
+    assert pauses == [1, 2, 4, 8, 8, 8]
+    assert len(s.trim(rated([0.99] * 5))) == 5  # worth sending: the pause starts again from 1
+    s.trim(rated([0.1]))
+    assert [s.cap("draft-model", 10) for _ in range(2)] == [0, 10]
+
+
+def test_a_rated_source_is_not_capped_beforehand():
+    s = sizer_with(0.3, 0.65, source="draft-model")
+    assert s.cap("draft-model", 10) == 0  # by its rate over the request, nothing pays
+    s.trim(rated([0.99] * 8))
+    assert s.cap("draft-model", 10) == 10  # rated drafts are trimmed afterwards instead
+
+
 # -- through the engine -----------------------------------------------------------------------------
 
 class RecordingRunner(HFRunner):
@@ -209,12 +269,12 @@ def test_auto_sizing_follows_the_runner(tiny):
     gen = Generator(HFRunner(tiny), ByteTokenizer(), name="tiny", draft_runner=HFRunner(tiny))
     s = gen.stream("abc", max_new_tokens=2, drafter="lookup")
     assert s.sizer is not None and s.sizer.costs is gen.pass_costs  # costs are kept across requests
-    assert gen.stream("abc", max_new_tokens=2, drafter="draft-model").sizer is None  # sizes its drafts itself
-    assert gen.stream("abc", max_new_tokens=2, drafter="ouroboros").sizer is None
-    assert gen.stream("abc", max_new_tokens=2, drafter="draft-model", draft_sizing="cost").sizer is not None
+    assert gen.stream("abc", max_new_tokens=2, drafter="draft-model").sizer is not None  # trims its rated drafts
+    assert gen.stream("abc", max_new_tokens=2, drafter="ouroboros").sizer is None  # sizes its drafts itself
+    assert gen.stream("abc", max_new_tokens=2, drafter="ouroboros", draft_sizing="cost").sizer is not None
     assert gen.stream("abc", max_new_tokens=2, drafter="lookup", draft_sizing="off").sizer is None
     gen.runner.draft_sizing = "cost"  # a runner's preference (llama.cpp: every draft) comes first
-    assert gen.stream("abc", max_new_tokens=2, drafter="draft-model").sizer is not None
+    assert gen.stream("abc", max_new_tokens=2, drafter="ouroboros").sizer is not None
     gen.runner.draft_sizing = "off"
     assert gen.stream("abc", max_new_tokens=2, drafter="lookup").sizer is None
     with pytest.raises(QuickdraftError, match="draft_sizing must be one of"):

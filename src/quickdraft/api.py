@@ -211,8 +211,8 @@ class Generator:
         tokens while KL(target || emitted) stays <= kl_bound per token; stats report the KL used).
         draft_sizing: "cost" caps each draft at the length that pays on this runner, from measured pass
         costs and acceptance (sizing.py; never changes the output); "off" verifies drafts as proposed;
-        "auto" (default): "cost", except for the draft model and Ouroboros on transformers, which
-        size their drafts themselves.
+        "auto" (default): "cost", except for Ouroboros on transformers, which sizes its drafts itself.
+        The draft model's drafts are trimmed by its own confidence in each token rather than capped.
         """
         if not isinstance(sampling, SamplingParams):
             raise QuickdraftError(f"sampling must be a SamplingParams; got {type(sampling).__name__}")

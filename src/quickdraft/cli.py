@@ -306,8 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--policy", default="default", choices=["default", "openai"], help="prediction drafting policy")
     g.add_argument("--draft-sizing", default="auto", choices=["auto", "cost", "off"],
                    help="cap drafts at the length that pays on this runner (cost), or not (off); auto: cost, except "
-                   "the draft model and Ouroboros on transformers (they size their drafts themselves). "
-                   "Never changes the output")
+                   "Ouroboros on transformers (it sizes its drafts itself). Never changes the output")
     g.add_argument("--max-new-tokens", type=int, default=512)
     g.add_argument("--max-context", type=int, default=None, help="cap the context length (default: the model's)")
     g.add_argument("--stop", action="append", help="stop string (repeatable)")

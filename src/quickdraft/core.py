@@ -35,6 +35,9 @@ class Draft:
     # None: a linear draft. Otherwise a tree (trees.py): parents[i] is the index of token i's parent
     # in the draft, -1 for the last context token; the target keeps its longest accepted path.
     parents: tuple[int, ...] | None = None
+    # the drafter's estimate, per token, that the target accepts it if it accepts the ones before it (a
+    # draft model's probability of its own token); None: no estimate. Sizing uses it (sizing.py: trim).
+    confidence: tuple[float, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -45,7 +48,8 @@ class Draft:
         if k >= len(self.tokens):
             return self
         return Draft(self.tokens[:k], None if self.probs is None else self.probs[:k], self.source, self.forwards,
-                     None if self.parents is None else self.parents[:k])
+                     None if self.parents is None else self.parents[:k],
+                     None if self.confidence is None else self.confidence[:k])
 
 
 EMPTY_DRAFT = Draft()

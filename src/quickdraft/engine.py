@@ -96,8 +96,11 @@ def generate(
         if sizer is not None:  # as long as pays, for the drafter that proposed last (sizing.py)
             budget = sizer.cap(source, budget)
         draft = drafter.propose(context, budget) if budget > 0 else EMPTY_DRAFT
-        if sizer is not None and draft.tokens and draft.source != source:  # another drafter of a chain
-            draft = draft.head(sizer.cap(draft.source, len(draft)))
+        if sizer is not None and draft.tokens:
+            if draft.confidence is not None:  # rated by its drafter: the prefix worth a pass
+                draft = sizer.trim(draft)
+            elif draft.source != source:  # another drafter of a chain
+                draft = draft.head(sizer.cap(draft.source, len(draft)))
         source = draft.source or source
         t_drafted = time.perf_counter()
         if draft.parents is None:

@@ -20,11 +20,16 @@ accepted entirely, k += 2; after one it cut short, k -= 1; within [min_length, m
 the rule transformers uses for assisted generation; starting at 16 (measured on HumanEval with
 qwen2.5-coder-0.5b in int8 drafting for the 1.5B: 15.5 s of decoding for 128 tokens against 19.2 s
 starting at 8 and 17.1 s for a fixed 20, since a verify pass costs 25-40 int8 draft tokens there).
-Drafting also stops early, whatever k is, when
-the draft model's probability of its own greedy choice falls below `min_confidence`: on a CPU each
-verified token costs real time (shared/models.md: 4 tokens cost 1.9x one, 8 cost 2.7x), so tokens
-the draft model itself doubts are not worth sending. The rule depends only on the draft model's
-own state, so it changes speed, never the output (exact under greedy, lossless under sampling).
+Drafting also stops early, whatever k is, when the draft model's probability of its own choice
+falls below `min_confidence`, or the product of those probabilities over the draft so far (its own
+odds that the whole draft is right) below `min_joint`: on a CPU each verified token costs real time
+(qwen2.5-coder-1.5b on 2 cores: a pass of 2 tokens costs 2.1 passes of one, 8 tokens 2.5), so tokens
+the draft model itself doubts are not worth sending. These probabilities are well calibrated for
+qwen2.5-coder-0.5b drafting for the 1.5B (greedy, 1,000 draft tokens over Spec-Bench and HumanEval:
+0.3-0.4 -> 41 % accepted, 0.5-0.6 -> 60 %, 0.8-0.9 -> 82 %, 0.9-1.0 -> 98 %;
+scripts/draft_model_replay.py), so each draft carries them (Draft.confidence) and the engine's sizer
+sends only the prefix worth a pass (sizing.py). The rules depend only on the draft model's own
+state, so they change speed, never the output (exact under greedy, lossless under sampling).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class DraftModelConfig:
     min_length: int = 1
     max_length: int = 32
     min_confidence: float = 0.3  # stop drafting when the draft's top probability is below this (0: never)
+    min_joint: float = 0.5  # stop drafting when the product of those probabilities is below this (0: never)
 
     def __post_init__(self) -> None:
         if self.k is not None and (not isinstance(self.k, int) or self.k < 1):
@@ -56,10 +62,11 @@ class DraftModelConfig:
                                   f"got {self.min_length}, {self.initial}, {self.max_length}")
         if not 0 <= self.min_confidence < 1:
             raise QuickdraftError(f"min_confidence must be in [0, 1); got {self.min_confidence!r}")
+        if not 0 <= self.min_joint < 1:
+            raise QuickdraftError(f"min_joint must be in [0, 1); got {self.min_joint!r}")
 
 
 class DraftModelDrafter:
-    sizes_itself = True  # its own draft-length rule; draft_sizing "auto" leaves it uncapped on transformers (sizing.py)
 
     def __init__(
         self,
@@ -101,21 +108,25 @@ class DraftModelDrafter:
         new = list(context[len(self.cached) :])  # at least the last context token (never cached)
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
-        forwards = 0
+        confidences: list[float] = []
+        forwards, joint = 0, 1.0
         while len(tokens) < k:
             logits = self.runner.forward(new)[-1, : self.shared]  # [shared]: the next token's
             forwards += 1
             self.cached.extend(new)
             token, row, confidence = self._choose(logits)
-            if tokens and confidence < self.config.min_confidence:
+            joint *= confidence  # the draft model's own odds that the draft is right up to here
+            if tokens and (confidence < self.config.min_confidence or joint < self.config.min_joint):
                 break  # the draft model doubts its own next token: stop here (keep at least one)
             tokens.append(token)
+            confidences.append(confidence)
             if row is not None:
                 rows.append(row)
             new = [token]
         self.forwards += forwards
         probs = torch.stack(rows) if rows else None  # [len(tokens), vocab_size] under sampling
-        return Draft(tokens=tuple(tokens), probs=probs, source="draft-model", forwards=forwards)
+        return Draft(tokens=tuple(tokens), probs=probs, source="draft-model", forwards=forwards,
+                     confidence=tuple(confidences))
 
     def _choose(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None, float]:
         """(token, its processed distribution at the target's width or None, confidence)."""
@@ -129,7 +140,7 @@ class DraftModelDrafter:
 
     def observe(self, context: Sequence[int], verdict: Verdict) -> None:
         realign(self.runner, self.cached, context)
-        if self.config.k is None and verdict.draft.source == "draft-model":
+        if self.config.k is None and verdict.draft.source == "draft-model" and len(verdict.draft):
             c = self.config
             full = verdict.accepted == len(verdict.draft)
             self.k = max(c.min_length, min(c.max_length, self.k + 2 if full else self.k - 1))
