@@ -208,6 +208,24 @@ def test_min_joint_stops_a_draft_the_draft_model_doubts(tiny):
     assert lengths[0.0] == 5 * 8 and lengths[0.0] > lengths[0.05] > lengths[0.5] >= 5
 
 
+def test_confidences_are_calibrated_by_the_requests_own_misses(tiny):
+    d = drafter(tiny)
+    assert d.calibrated(0.9) == pytest.approx(0.9)  # no evidence yet: the draft model's own probability
+    d.misses = [0.0, 3.0]  # never missed where it expected 3 misses
+    assert d.calibrated(0.9) == pytest.approx(0.975)
+    d.misses = [3.0, 0.0]
+    assert d.calibrated(0.9) == pytest.approx(0.6) and d.calibrated(0.5) == 0.0
+
+    prompt = prompt_of(7, seed=1)
+    right = drafter(tiny, DraftModelConfig(min_joint=0))  # the target itself: always right
+    run(tiny, prompt, right)
+    assert right.misses[0] == 0 and right.misses[1] > 0 and right.calibrated(0.5) > 0.5
+    wrong_tokens = [t for t in range(VOCAB) if t not in reference_greedy(tiny, prompt, N)][:1] * (len(prompt) + 2 * N)
+    wrong = drafter(ScriptedRunner(wrong_tokens, VOCAB, eos=wrong_tokens[0]), DraftModelConfig(min_joint=0))
+    run(tiny, prompt, wrong)
+    assert wrong.misses[0] > 1 + wrong.misses[1] and wrong.calibrated(0.99) < 0.99
+
+
 def test_adaptive_length_grows_and_shrinks():
     script = list(range(10, 60))
     target = ScriptedRunner(script, 64, eos=0)

@@ -187,7 +187,9 @@ def rated(confidence, source="draft-model") -> Draft:
 
 
 def brute_force_trim(confidence, ratio: float) -> int:
-    values = [sum(math.prod(confidence[:j]) for j in range(k + 1)) / (1 + ratio * k) for k in range(len(confidence) + 1)]
+    """sizer_with measures passes of 1 and 11 tokens: past 11 a pass is priced as one of 11 (optimistic)."""
+    values = [sum(math.prod(confidence[:j]) for j in range(k + 1)) / (1 + ratio * min(k, 10))
+              for k in range(len(confidence) + 1)]
     return max(range(len(values)), key=lambda k: (values[k], -k))
 
 
@@ -280,3 +282,15 @@ def test_auto_sizing_follows_the_runner(tiny):
     with pytest.raises(QuickdraftError, match="draft_sizing must be one of"):
         gen.stream("abc", draft_sizing="sometimes")
 
+
+
+def test_trim_tries_sizes_larger_than_any_measured():
+    """Measured only at 1, 2 and 3 tokens (2.1 and 3.2 passes of one, as on transformers), a line would
+    price a 17-token pass at 19 passes of one; a confident draft is sent whole, so that it gets measured."""
+    s = DraftSizer()
+    for n, t in ((1, 1.0), (2, 2.07), (3, 3.19)):
+        s.costs.record(n, t)
+    assert s.costs.seconds(17) == pytest.approx(3.19 + 1.12 * 14)  # the cap's view: the line
+    assert s.costs.seconds(17, optimistic=True) == pytest.approx(3.19)
+    assert len(s.trim(rated([0.97] * 16))) == 16
+    assert len(s.trim(rated([0.3] * 16))) == 0

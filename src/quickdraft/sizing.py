@@ -35,13 +35,16 @@ capped to 0 is still offered one token every `probe_every` passes, so that it ca
 again (a prediction re-anchoring after an edit, a lookup finding a long match).
 
 A drafter that rates its own tokens (a draft model: Draft.confidence, c_i = its probability of
-token i) is not capped beforehand; its draft is trimmed afterwards, token by token, with those rates
-in place of a:
+token i, calibrated by its misses so far) is not capped beforehand; its draft is trimmed afterwards,
+token by token, with those rates in place of a:
 
     E(k)  = 1 + c_1 + c_1 c_2 + ... + c_1 ... c_k
     trim  = the k <= len(draft) maximising E(k) / t(k + 1)      (k = 0: t(1), one token, no draft)
 
-(the draft's seconds are spent by then, so they do not count). A confident draft keeps its length
+(the draft's seconds are spent by then, so they do not count; t(n) past the largest size measured is
+taken as that size's, optimistically, so that a longer pass gets tried and measured: a line through
+the small sizes would rule long drafts out for good, since 3 tokens can cost more than 17 on
+transformers). A confident draft keeps its length
 where a rate averaged over the request would cut it, and a doubtful one is not sent. When nothing is
 worth sending, the source also pauses: it is asked for no draft for 1 pass, then 2, 4, ... up to
 `backoff_max` after each further such draft, and back to 1 after a draft worth sending; on prose
@@ -73,8 +76,11 @@ class PassCosts:
         w[0] = self.decay * w[0] + 1.0
         w[1] = self.decay * w[1] + seconds
 
-    def seconds(self, n: int) -> float | None:
-        """Measured or interpolated seconds of a pass of n tokens (None: fewer than two sizes measured)."""
+    def seconds(self, n: int, optimistic: bool = False) -> float | None:
+        """Measured or interpolated seconds of a pass of n tokens (None: fewer than two sizes measured).
+        optimistic: a size beyond the largest measured costs what the largest does, so that a sizer
+        choosing by these costs tries it, and measures it, rather than trusting a line drawn through
+        two small sizes (on transformers 2 and 3 tokens can cost 2.1 and 3.2 passes of one, 17 only 3.2)."""
         if n in self._sums:
             w, s = self._sums[n]
             return s / w
@@ -86,7 +92,7 @@ class PassCosts:
         t_lo, t_hi = self._sums[lo][1] / self._sums[lo][0], self._sums[hi][1] / self._sums[hi][0]
         slope = (t_hi - t_lo) / (hi - lo)
         if n > hi:  # beyond the largest size: never cheaper than it
-            return t_hi + max(slope, 0.0) * (n - hi)
+            return t_hi + (0.0 if optimistic else max(slope, 0.0)) * (n - hi)
         if n < lo:  # below the smallest: no cheaper than in proportion to it
             return max(t_lo + slope * (n - lo), t_lo * n / lo)
         return t_lo + slope * (n - lo)
@@ -145,7 +151,7 @@ class DraftSizer:
         for k, c in enumerate(draft.confidence, 1):
             joint *= c
             expected += joint  # E(k)
-            value = expected / self.costs.seconds(k + 1)
+            value = expected / self.costs.seconds(k + 1, optimistic=True)
             if value > best:
                 best_k, best = k, value
         if best_k:
