@@ -48,11 +48,10 @@ transformers). A confident draft keeps its length
 where a rate averaged over the request would cut it, and a doubtful one is not sent. When nothing is
 worth sending, the source also pauses: it is asked for no draft for 1 pass, then 2, 4, ... up to
 `backoff_max` after each further such draft, and back to 1 after a draft worth sending; on prose
-where the draft model is often unsure this saves its forwards too. Replayed on the 1.5B/0.5B run's
-outputs (scripts/draft_model_replay.py, 5 tasks per workload, this machine's pass costs, decode
-only), trimming, pausing and the draft model's `min_joint` stop take translation from 0.49x of plain
-decoding to 0.93x, qa 0.53x -> 0.95x, rag 0.64x -> 1.00x, mt_bench 0.87x -> 1.04x, summaries 1.27x ->
-1.65x, HumanEval 2.60x -> 2.75x, and refactors 2.43x -> 2.34x (the one loss).
+where the draft model is often unsure this saves its forwards too. Side by side with
+qwen2.5-coder-1.5b and its 0.5B draft on this machine (scripts/ab_draft_sizing.py --compare trim, 3
+tasks each, end to end over plain decoding): translation 0.71x before trimming -> 0.92x, qa 0.56x ->
+0.94x, HumanEval 2.67x -> 2.56x (docs/benchmarks.md).
 """
 
 from __future__ import annotations
