@@ -27,8 +27,9 @@ odds that the whole draft is right) below `min_joint`: on a CPU each verified to
 the draft model itself doubts are not worth sending. These probabilities are well calibrated for
 qwen2.5-coder-0.5b drafting for the 1.5B (greedy, 1,000 draft tokens over Spec-Bench and HumanEval:
 0.3-0.4 -> 41 % accepted, 0.5-0.6 -> 60 %, 0.8-0.9 -> 82 %, 0.9-1.0 -> 98 %;
-scripts/draft_model_replay.py), so each draft carries them (Draft.confidence) and the engine's sizer
-sends only the prefix worth a pass (sizing.py). The rules depend only on the draft model's own
+scripts/draft_model_replay.py), so each draft carries them (Draft.confidence), their miss rates
+scaled by the request's own misses (`calibrated`: on code the draft model is right more often than
+it says), and the engine's sizer sends only the prefix worth a pass (sizing.py). The rules depend only on the draft model's own
 state, so they change speed, never the output (exact under greedy, lossless under sampling).
 """
 
@@ -112,6 +113,7 @@ class DraftModelDrafter:
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
         confidences: list[float] = []
+        self._raw = []
         forwards, joint = 0, 1.0
         while len(tokens) < k:
             logits = self.runner.forward(new)[-1, : self.shared]  # [shared]: the next token's
@@ -124,7 +126,7 @@ class DraftModelDrafter:
                 break  # the draft model doubts its own next token: stop here (keep at least one)
             tokens.append(token)
             confidences.append(confidence)
-            self._raw = self._raw[: len(tokens) - 1] + [raw]
+            self._raw.append(raw)
             if row is not None:
                 rows.append(row)
             new = [token]
