@@ -30,7 +30,7 @@ from quickdraft.core import EMPTY_DRAFT, Verdict
 from quickdraft.drafters.draft_model import DraftModelConfig, DraftModelDrafter
 from quickdraft.sizing import DraftSizer, PassCosts
 
-from draft_replay import cost_of
+from draft_replay import cost_of, plain_turns
 
 
 def replay(drafter: DraftModelDrafter, prompt: list[int], output: list[int], eos: set[int], max_new: int, cost,
@@ -85,48 +85,30 @@ def main() -> None:
     args = p.parse_args()
 
     from quickdraft import api
-    from quickdraft.bench import harness, workloads
+    from quickdraft.bench import harness
 
     out = Path(args.out)
-    meta = harness.read_meta(out)
+    max_new = harness.read_meta(out)["config"]["max_new_tokens"]
     gen = api.load(args.draft, draft_model=args.draft)  # the draft model, and its int8 drafting runner
     tok, runner = gen.tokenizer, gen.draft_runner
     eos = set(tok.eos_token_ids)
     cost = cost_of({int(k): float(v) for k, v in (kv.split(":") for kv in args.costs.split(","))})
-    data = Path(meta["config"].get("data") or workloads.data_dir())
-    chosen = set(args.workloads.split(",")) if args.workloads else None
-    rows = [r for r in harness.read_runs(out) if r["method"] == "plain" and not r.get("error")
-            and (chosen is None or r["workload"] in chosen)]
-    tasks = {}
-    for w in {r["workload"] for r in rows}:
-        for t in workloads.WORKLOADS[w].load(data, None):
-            tasks[w, t.id] = t
     drafter = DraftModelDrafter(runner, runner.vocab_size,
                                 config=DraftModelConfig(min_confidence=args.min_confidence, min_joint=args.min_joint))
     costs = PassCosts(decay=1.0)  # the table, as if measured (the engine's own costs decay; these need not)
-    for n in range(1, meta["config"]["max_new_tokens"] + 1):
+    for n in range(1, max_new + 1):
         costs.record(n, cost(n))
-    seen: dict[str, int] = defaultdict(int)
     calibration: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # bin -> [rejected, accepted]
     speedups: dict[str, list[float]] = defaultdict(list)
     counts: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    chosen = set(args.workloads.split(",")) if args.workloads else None
     with torch.inference_mode():
-        for r in sorted(rows, key=lambda r: (r["workload"], r["task"])):
-            if args.limit is not None and seen[r["workload"]] >= args.limit:
-                continue
-            seen[r["workload"]] += 1
-            task = tasks[r["workload"], r["task"]]
-            messages = list(task.messages)
-            for turn, output in enumerate(r["output_tokens"]):
-                if turn:
-                    messages = messages + [{"role": "user", "content": task.followups[turn - 1]}]
-                prompt = tok.encode_chat(messages)
-                stopped = r["finish_reason"][turn] == "stop"
-                sizer = DraftSizer(costs=costs) if args.sizing == "cost" else None  # one per request, as the engine's
-                c = replay(drafter, prompt, output, eos if stopped else set(), meta["config"]["max_new_tokens"], cost,
-                           args.draft_cost, sizer, calibration, counts[r["workload"]])
-                speedups[r["workload"]].append(len(output) / c if c else 1.0)
-                messages = messages + [{"role": "assistant", "content": tok.decode(output)}]
+        for r, _, turn, prompt, output in plain_turns(out, tok, chosen, args.limit):
+            stopped = r["finish_reason"][turn] == "stop"
+            sizer = DraftSizer(costs=costs) if args.sizing == "cost" else None  # one per request, as the engine's
+            c = replay(drafter, prompt, output, eos if stopped else set(), max_new, cost, args.draft_cost, sizer,
+                       calibration, counts[r["workload"]])
+            speedups[r["workload"]].append(len(output) / c if c else 1.0)
     print(f"cost {args.costs}, draft forward {args.draft_cost}, sizing {args.sizing}, "
           f"min_confidence {args.min_confidence}, min_joint {args.min_joint}")
     print("| workload | turns | modelled decode speedup (median) | tokens/pass drafted | accepted | rejected | of them after EOS | draft forwards |")

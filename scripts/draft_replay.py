@@ -91,6 +91,34 @@ def replay(drafter, prompt: list[int], output: list[int], cost, costs: PassCosts
     return total
 
 
+def plain_turns(out: Path, tok, chosen: set[str] | None = None, limit: int | None = None):
+    """(plain run row, its task, turn, prompt ids, output ids) for every turn of the folder's plain runs (of the
+    chosen workloads, the first `limit` tasks of each), the prompts rebuilt as the benchmark sent them:
+    later turns after plain decoding's own answers."""
+    from quickdraft.bench import harness, workloads
+
+    meta = harness.read_meta(out)
+    data = Path(meta["config"].get("data") or workloads.data_dir())
+    rows = [r for r in harness.read_runs(out) if r["method"] == "plain" and not r.get("error")
+            and (chosen is None or r["workload"] in chosen)]
+    tasks = {}
+    for w in {r["workload"] for r in rows}:
+        for t in workloads.WORKLOADS[w].load(data, None):
+            tasks[w, t.id] = t
+    seen: dict[str, int] = defaultdict(int)
+    for r in sorted(rows, key=lambda r: r["time"]):
+        if limit is not None and seen[r["workload"]] >= limit:
+            continue
+        seen[r["workload"]] += 1
+        task = tasks[r["workload"], r["task"]]
+        messages = list(task.messages)
+        for turn, output in enumerate(r["output_tokens"]):
+            if turn:
+                messages = messages + [{"role": "user", "content": task.followups[turn - 1]}]
+            yield r, task, turn, tok.encode_chat(messages), output
+            messages = messages + [{"role": "assistant", "content": tok.decode(output)}]
+
+
 def measure_costs(model: str, sizes: list[int], cached: int = 500, repeats: int = 5) -> dict[int, float]:
     """Median seconds of a target pass of n tokens after `cached` tokens, relative to n = 1."""
     import torch
@@ -125,7 +153,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from quickdraft import models
-    from quickdraft.bench import harness, workloads
+    from quickdraft.bench import harness
     from quickdraft.tokenizer import HFTokenizer
 
     out = Path(args.out)
@@ -138,36 +166,23 @@ def main() -> None:
     print("cost (single-token passes):", {n: round(c, 2) for n, c in costs.items()})
     cost = cost_of(costs)
     tok = HFTokenizer(AutoTokenizer.from_pretrained(models.resolve(model, progress=False)))
-    data = Path(meta["config"].get("data") or workloads.data_dir())
-    rows = [r for r in harness.read_runs(out) if r["method"] == "plain" and not r.get("error")]
-    tasks = {}
-    for w in {r["workload"] for r in rows}:
-        for t in workloads.WORKLOADS[w].load(data, None):
-            tasks[w, t.id] = t
     names = args.configs.split(",")
     result: dict[str, dict[str, list[tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))
     shared: dict[str, PassCosts] = {}
-    for r in sorted(rows, key=lambda r: r["time"]):
-        task = tasks[r["workload"], r["task"]]
-        pred = tok.encode(task.prediction, add_special_tokens=False) if task.prediction is not None else None
-        messages = list(task.messages)
-        for turn, output in enumerate(r["output_tokens"]):
-            if turn:
-                messages = messages + [{"role": "user", "content": task.followups[turn - 1]}]
-            prompt = tok.encode_chat(messages)
-            for name in names:
-                needs_prediction, factory = CONFIGS[name]
-                if needs_prediction and (pred is None or turn):
-                    continue
-                for sized in (False, True):
-                    c = replay(factory(pred), prompt, output, cost, shared.setdefault(name, PassCosts()) if sized else None)
-                    result[name + (" +sizing" if sized else "")][r["workload"]].append((c, len(output)))
-            messages = messages + [{"role": "assistant", "content": tok.decode(output)}]
+    for r, task, turn, prompt, output in plain_turns(out, tok):
+        pred = tok.encode(task.prediction, add_special_tokens=False) if task.prediction is not None and not turn else None
+        for name in names:
+            needs_prediction, factory = CONFIGS[name]
+            if needs_prediction and (pred is None or turn):
+                continue
+            for sized in (False, True):
+                c = replay(factory(pred), prompt, output, cost, shared.setdefault(name, PassCosts()) if sized else None)
+                result[name + (" +sizing" if sized else "")][r["workload"]].append((c, len(output)))
     cols = [n for n in result]
     print("modelled decode speedup over plain, median over turns [all tokens]")
     print("| workload | " + " | ".join(cols) + " |")
     print("|---|" + "---|" * len(cols))
-    for w in sorted({r["workload"] for r in rows}):
+    for w in sorted({w for per in result.values() for w in per}):
         cells = []
         for name in cols:
             xs = [x for x in result[name].get(w, []) if x[1]]

@@ -58,6 +58,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
+from itertools import repeat
+from typing import Callable, Iterable
 
 from .core import Draft
 
@@ -122,13 +124,7 @@ class DraftSizer:
         if budget <= 0 or a is None or not t1:
             return max(budget, 0)
         d = self.draft_seconds(source)
-        best_k, best, expected, term = 0, 1.0, 1.0, 1.0
-        for k in range(1, budget + 1):
-            term *= a
-            expected += term  # E(k)
-            value = expected * t1 / (self.costs.seconds(k + 1) + k * d)  # output per second, in units of plain's
-            if value > best:
-                best_k, best = k, value
+        best_k = best_length(repeat(a, budget), lambda k: self.costs.seconds(k + 1) + k * d)
         if best_k == 0:
             waited = self._since_probe.get(source, 0) + 1
             self._since_probe[source] = waited
@@ -146,13 +142,7 @@ class DraftSizer:
         t1 = self.costs.seconds(1)
         if not t1 or self.costs.seconds(len(draft) + 1) is None:  # fewer than two sizes measured yet
             return draft
-        best_k, best, expected, joint = 0, 1.0 / t1, 1.0, 1.0
-        for k, c in enumerate(draft.confidence, 1):
-            joint *= c
-            expected += joint  # E(k)
-            value = expected / self.costs.seconds(k + 1, optimistic=True)
-            if value > best:
-                best_k, best = k, value
+        best_k = best_length(draft.confidence, lambda k: self.costs.seconds(k + 1, optimistic=True))
         if best_k:
             pause[1] = 1
             return draft.head(best_k)
@@ -181,6 +171,20 @@ class DraftSizer:
             cost = self._drafting.setdefault(source, [0.0, 0.0])
             cost[0] = d * cost[0] + drafted
             cost[1] = d * cost[1] + draft_seconds
+
+
+def best_length(rates: Iterable[float], seconds: Callable[[int], float]) -> int:
+    """The draft length k with the most expected output per second, E(k) / seconds(k), where
+    E(k) = 1 + r_1 + r_1 r_2 + ... + r_1 ... r_k over the per-token acceptance rates and seconds(k)
+    is what a pass with a k-token draft costs (k = 0: no draft, E = 1); ties go to the shorter."""
+    best_k, best, expected, joint = 0, 1.0 / seconds(0), 1.0, 1.0
+    for k, r in enumerate(rates, 1):
+        joint *= r
+        expected += joint  # E(k)
+        value = expected / seconds(k)
+        if value > best:
+            best_k, best = k, value
+    return best_k
 
 
 SIZING = ("auto", "cost", "off")

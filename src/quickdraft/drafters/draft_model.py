@@ -29,8 +29,9 @@ qwen2.5-coder-0.5b drafting for the 1.5B (greedy, 1,000 draft tokens over Spec-B
 0.3-0.4 -> 41 % accepted, 0.5-0.6 -> 60 %, 0.8-0.9 -> 82 %, 0.9-1.0 -> 98 %;
 scripts/draft_model_replay.py), so each draft carries them (Draft.confidence), their miss rates
 scaled by the request's own misses (`calibrated`: on code the draft model is right more often than
-it says), and the engine's sizer sends only the prefix worth a pass (sizing.py). The rules depend only on the draft model's own
-state, so they change speed, never the output (exact under greedy, lossless under sampling).
+it says), and the engine's sizer sends only the prefix worth a pass (sizing.py). The rules depend
+only on the draft model's own state, so they change speed, never the output (exact under greedy,
+lossless under sampling).
 """
 
 from __future__ import annotations
@@ -155,13 +156,14 @@ class DraftModelDrafter:
     def observe(self, context: Sequence[int], verdict: Verdict) -> None:
         realign(self.runner, self.cached, context)
         draft = verdict.draft
-        if draft.source == "draft-model" and len(draft):  # its tokens up to the first rejected one were judged
-            judged = min(verdict.accepted + 1, len(draft))
-            self.misses[0] = 0.9 * self.misses[0] + (verdict.accepted < len(draft))
-            self.misses[1] = 0.9 * self.misses[1] + sum(1.0 - p for p in self._raw[:judged])
-        if self.config.k is None and verdict.draft.source == "draft-model" and len(verdict.draft):
+        if draft.source != "draft-model" or not len(draft):
+            return
+        full = verdict.accepted == len(draft)
+        judged = min(verdict.accepted + 1, len(draft))  # its tokens up to the first rejected one
+        self.misses[0] = 0.9 * self.misses[0] + (not full)
+        self.misses[1] = 0.9 * self.misses[1] + sum(1.0 - p for p in self._raw[:judged])
+        if self.config.k is None:
             c = self.config
-            full = verdict.accepted == len(verdict.draft)
             self.k = max(c.min_length, min(c.max_length, self.k + 2 if full else self.k - 1))
 
 
