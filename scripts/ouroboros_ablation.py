@@ -55,9 +55,10 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--only", default="", help="comma-separated row numbers to run (0 = plain, always run)")
     ap.add_argument("--out", default="ouroboros-ablation.jsonl")
+    ap.add_argument("--kernels", default="auto", help="the target's Linear kernels: auto, onednn or torch")
     args = ap.parse_args()
 
-    gen = load(args.model, draft_model=args.draft_model)
+    gen = load(args.model, draft_model=args.draft_model, kernels=args.kernels)
     tasks = list(humaneval(data_dir(), args.skip + args.limit))[args.skip :]
     rows = configs()
     chosen = {0, *(int(i) for i in args.only.split(",") if i)} if args.only else set(range(len(rows)))

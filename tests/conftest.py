@@ -13,6 +13,14 @@ VOCAB = 96
 
 
 def tiny_model(arch: str, seed: int = 0):
+    """arch: llama, qwen2 or gemma3; "qwen2-onednn": its Linear layers packed (runners.hf.use_kernels)."""
+    arch, _, kernels = arch.partition("-")
+    if kernels:
+        from quickdraft.runners.hf import use_kernels
+
+        model = tiny_model(arch, seed)
+        assert use_kernels(model, kernels) == kernels
+        return model
     common = dict(
         vocab_size=VOCAB, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
@@ -32,8 +40,10 @@ def tiny_model(arch: str, seed: int = 0):
     return model.eval()
 
 
-@pytest.fixture(scope="session", params=["llama", "qwen2"])
+@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen2-onednn"])
 def tiny(request):
+    """Each test on both architectures, and once more with the Linear layers packed for oneDNN (the
+    default kernels of a loaded float32 model)."""
     return tiny_model(request.param)
 
 

@@ -47,7 +47,7 @@ RED, RESET = "\033[31m", "\033[0m"
 RUNS_FILE, META_FILE = "runs.jsonl", "run.json"
 SCHEMA = 1
 # Options that decide what a row measures: a resumed run must use the same ones.
-RESUME_KEYS = ("model", "runner", "draft_model", "draft_precision", "max_new_tokens", "temperature", "data")
+RESUME_KEYS = ("model", "runner", "draft_model", "draft_precision", "kernels", "max_new_tokens", "temperature", "data")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ class BenchConfig:
     draft_model: str | None = None
     draft_precision: str | None = None  # a transformers draft model's (None: int8)
     runner: str = "transformers"  # the target's runner: "transformers" or "llama.cpp"
+    kernels: str = "auto"  # a transformers model's Linear layers (runners.hf.use_kernels)
     limit: int = 5
     max_new_tokens: int = 256
     repeats: int = 3
@@ -81,17 +82,21 @@ class BenchConfig:
 
         if self.runner not in RUNNERS:
             raise QuickdraftError(f"runner must be one of {', '.join(RUNNERS)}; got {self.runner!r}")
+        from ..runners.hf import KERNELS
+
+        if self.kernels not in KERNELS:
+            raise QuickdraftError(f"kernels must be one of {', '.join(KERNELS)}; got {self.kernels!r}")
 
 
 def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: str | None = None,
-            draft_model: str | None = None, draft_precision: str | None = None, runner: str = "transformers", limit: int = 5,
-            max_new_tokens: int = 256, repeats: int = 3, temperature: float = 0.7, progress: bool = True,
+            draft_model: str | None = None, draft_precision: str | None = None, runner: str = "transformers", kernels: str = "auto",
+            limit: int = 5, max_new_tokens: int = 256, repeats: int = 3, temperature: float = 0.7, progress: bool = True,
             argv: Sequence[str] = ()) -> BenchConfig:
     """Check every option (names, numbers, data files, resume compatibility) without loading a model."""
     config = BenchConfig(model=model, workloads=tuple(workloads_mod.select(workloads)),
                          methods=tuple(methods_mod.select(methods)), out=Path(out),
                          data=workloads_mod.data_dir(data), draft_model=draft_model,
-                         draft_precision=draft_precision, runner=runner, limit=limit, max_new_tokens=max_new_tokens,
+                         draft_precision=draft_precision, runner=runner, kernels=kernels, limit=limit, max_new_tokens=max_new_tokens,
                          repeats=repeats, temperature=temperature, progress=progress, argv=tuple(argv))
     workloads_mod.check_files(config.data, list(config.workloads))
     # Methods asked for by name or group need their draft model; under "all" they are skipped with a note.
@@ -114,7 +119,7 @@ def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: 
 
 def _resume_view(config: BenchConfig) -> dict[str, Any]:
     return {"model": config.model, "runner": config.runner, "draft_model": config.draft_model,
-            "draft_precision": config.draft_precision,
+            "draft_precision": config.draft_precision, "kernels": config.kernels,
             "max_new_tokens": config.max_new_tokens, "temperature": config.temperature,
             "data": str(config.data.resolve())}
 
@@ -597,7 +602,7 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
     meta.setdefault("invocations", []).append({
         "argv": list(config.argv), "started": _now(), "machine": machine_info(), "versions": versions(),
         "workloads": list(config.workloads), "methods": [m.name for m in runnable], "limit": config.limit,
-        "repeats": config.repeats, "notes": summary.notes, "methods_skipped": [n for n in config.methods
+        "repeats": config.repeats, "kernels": getattr(gen.runner, "kernels", None), "notes": summary.notes, "methods_skipped": [n for n in config.methods
                                                                                if n not in {m.name for m in runnable}],
     })
     meta["methods"] = {n: dataclasses.asdict(METHODS[n]) for n in METHODS}

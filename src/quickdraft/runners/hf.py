@@ -39,9 +39,62 @@ def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedM
         return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
 
 
+KERNELS = ("auto", "onednn", "torch")
+
+
+class PackedLinear(torch.nn.Module):
+    """A float32 Linear layer whose weight is kept in oneDNN's blocked layout, packed once at load.
+
+    torch's own Linear (MKL) packs the weight on every call when a pass carries a few tokens. On the
+    project's 2-core CPU (AMD EPYC, AVX2), a 1536 -> 8960 layer takes 2.97 ms for one token and 9.06 ms
+    for four with it, 2.14 and 4.38 ms packed; a whole qwen2.5-coder-1.5b pass over 300 cached tokens,
+    1 / 4 / 16 / 32 tokens: 390 / 921 / 1111 / 1299 ms stock, 316 / 623 / 831 / 1055 ms packed. The
+    numbers differ from torch's by float rounding (like any other kernel choice), the same for plain
+    decoding and for verification passes, which run the same layers.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):  # [out, in], [out]
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self.register_buffer("weight", weight.detach().to_mkldnn())  # [out, in], blocked
+        self.register_buffer("bias", None if bias is None else bias.detach().clone())  # [out]
+
+    def __deepcopy__(self, memo: dict) -> PackedLinear:  # a blocked tensor has no storage to copy
+        return PackedLinear(self.weight.to_dense(), self.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), self.weight, self.bias).to_dense()
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def use_kernels(model: PreTrainedModel, kernels: str) -> str:
+    """Put a float32 model's Linear layers on the kernels asked for; returns those it runs on.
+
+    "onednn": every Linear becomes a PackedLinear (a tied output layer gets its own packed copy of
+    the embedding: more memory, by the embedding's size); "torch": left as loaded; "auto": onednn
+    where torch has oneDNN and the model is float32, else torch.
+    """
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {', '.join(KERNELS)}; got {kernels!r}")
+    usable = torch.backends.mkldnn.is_available() and model.dtype == torch.float32
+    if kernels == "auto":
+        kernels = "onednn" if usable else "torch"
+    if kernels == "onednn" and not usable:
+        raise UnsupportedModelError("kernels='onednn' needs torch built with oneDNN and a float32 model")
+    if kernels == "onednn":
+        for module in list(model.modules()):
+            for name, child in list(module.named_children()):
+                if type(child) is torch.nn.Linear:
+                    setattr(module, name, PackedLinear(child.weight, child.bias))
+    return kernels
+
+
 class HFRunner:
     def __init__(self, model: PreTrainedModel, max_context: int | None = None):
         self.model = model.eval()
+        self.kernels: str = "onednn" if any(isinstance(m, PackedLinear) for m in model.modules()) else "torch"
         config = model.config.get_text_config(decoder=True)
         self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
         self.max_context: int = max_context or getattr(config, "max_position_embeddings", None) or 2048

@@ -1,0 +1,104 @@
+"""Linear layers packed for oneDNN (runners.hf.PackedLinear, use_kernels): the same numbers as torch's
+Linear within float rounding, every layer replaced, and the option checked before any work.
+
+Exactness of every drafter on packed models is covered by the `tiny` fixture's "qwen2-onednn" case
+(test_exactness, test_draft_model, test_trees, ...), whose ground truth is transformers' own greedy
+decoding of the same packed model.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import quickdraft
+from conftest import reference_greedy, tiny_model
+from quickdraft.errors import QuickdraftError
+from quickdraft.runners.hf import HFRunner, PackedLinear, use_kernels
+
+needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
+
+
+@needs_onednn
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(1, 64), (3, 64), (1, 1, 64), (2, 17, 64), (1, 33, 64)])
+def test_packed_linear_matches_torch(bias, shape):
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 80, bias=bias)
+    packed = PackedLinear(linear.weight, linear.bias)
+    x = torch.randn(*shape)
+    with torch.inference_mode():
+        got, want = packed(x), linear(x)
+    assert got.shape == want.shape == (*shape[:-1], 80)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@needs_onednn
+def test_a_non_contiguous_input_and_a_copy():
+    torch.manual_seed(1)
+    linear = torch.nn.Linear(32, 16)
+    packed = PackedLinear(linear.weight, linear.bias)
+    x = torch.randn(32, 5).t()  # [5, 32], not contiguous
+    torch.testing.assert_close(packed(x), linear(x), atol=1e-5, rtol=1e-5)
+    twin = copy.deepcopy(packed)
+    assert twin.weight is not packed.weight and torch.equal(twin(x), packed(x))
+
+
+@needs_onednn
+def test_use_kernels_packs_every_linear_layer_and_keeps_the_logits():
+    stock, packed = tiny_model("qwen2"), tiny_model("qwen2")
+    assert use_kernels(packed, "onednn") == "onednn"
+    assert not any(type(m) is torch.nn.Linear for m in packed.modules())
+    n_linear = sum(type(m) is torch.nn.Linear for m in stock.modules())
+    assert sum(isinstance(m, PackedLinear) for m in packed.modules()) == n_linear > 0
+    ids = torch.tensor([[5, 17, 33, 2, 71, 5, 17]])
+    with torch.inference_mode():
+        torch.testing.assert_close(packed(ids).logits, stock(ids).logits, atol=1e-4, rtol=1e-4)
+    assert HFRunner(packed).kernels == "onednn" and HFRunner(stock).kernels == "torch"
+    # and the packed model decodes by itself (transformers' generate on the same modules)
+    assert len(reference_greedy(packed, [5, 17, 33], 12)) == 12
+
+
+def test_torch_kernels_leave_the_model_as_loaded():
+    model = tiny_model("llama")
+    before = [id(m) for m in model.modules()]
+    assert use_kernels(model, "torch") == "torch"
+    assert [id(m) for m in model.modules()] == before
+
+
+def test_auto_picks_onednn_where_torch_has_it():
+    model = tiny_model("llama")
+    assert use_kernels(model, "auto") == ("onednn" if torch.backends.mkldnn.is_available() else "torch")
+
+
+def test_auto_leaves_a_model_that_is_not_float32():
+    model = tiny_model("llama").to(torch.bfloat16)
+    assert use_kernels(model, "auto") == "torch"
+    with pytest.raises(QuickdraftError, match="kernels='onednn' needs torch built with oneDNN and a float32 model"):
+        use_kernels(model, "onednn")
+
+
+def test_bad_kernels_are_refused_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="kernels must be one of auto, onednn, torch; got 'mkl'"):
+        use_kernels(tiny_model("llama"), "mkl")
+    missing = str(tmp_path / "nothing-here")  # never opened: the option is checked first
+    with pytest.raises(QuickdraftError, match="kernels must be one of auto, onednn, torch; got 'mkl'"):
+        quickdraft.load(missing, kernels="mkl")
+    with pytest.raises(QuickdraftError, match="kernels applies to the transformers runner"):
+        quickdraft.load(missing, runner="llama.cpp", kernels="onednn")
+
+
+@needs_onednn
+def test_load_packs_the_target_and_an_fp32_draft_but_not_an_int8_one(tiny_folder):
+    gen = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), progress=False)
+    assert gen.runner.kernels == "onednn" and gen.draft_runner.kernels == "torch"  # int8 layers stay as they are
+    fp32 = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), draft_precision="fp32", progress=False)
+    assert fp32.draft_runner.kernels == "onednn"
+    stock = quickdraft.load(str(tiny_folder), kernels="torch", progress=False)
+    assert stock.runner.kernels == "torch"
+    for g in (gen, fp32):  # drafting on packed layers reproduces plain decoding on them
+        want = g.generate("abc", chat=False, max_new_tokens=24, drafter="none")
+        got = g.generate("abc", chat=False, max_new_tokens=24, drafter="draft-model", draft_sizing="off")
+        assert got.token_ids == want.token_ids and got.stats.draft_forwards > 0
