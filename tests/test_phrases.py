@@ -158,6 +158,29 @@ def test_lengthening_adds_the_branch_the_target_keeps():
     assert first.path == (0, 3, 4, 5)
 
 
+def test_no_lengthening_after_a_draft_the_draft_model_doubts():
+    # As above, but the draft model's top probability (0.998 on its scripted token) is below
+    # min_confidence: it stops after one token, and no branches hang from a token it doubts.
+    script = [20, 21, 22, 23, 24, 25, 26]
+    config = OuroborosConfig(gamma=4, branches=2, draft_phrases=0, harvest=False, context=False, warm_start=True,
+                             min_confidence=0.999)
+    pool = PhrasePool(config.pool)
+    pool.add((20, 21, 22, 23))
+    out, steps, _ = run(ScriptedRunner(script, 40, eos=39), ScriptedRunner(script, 40, eos=39), [1, 2], 5, config,
+                        pool=pool)
+    assert out == script[:5]
+    first = steps[0].verdict
+    assert first.draft.parents is None and first.draft.tokens == (20,)
+    assert first.tokens == (20, 21)
+    pool.add((23, 24, 25))
+    pool.add((23, 9, 9))
+    confident = replace(config, min_confidence=0.3)  # trusted: 4 tokens, then both phrases after 23 as branches
+    out, steps, _ = run(ScriptedRunner(script, 40, eos=39), ScriptedRunner(script, 40, eos=39), [1, 2], 7, confident,
+                        pool=pool)
+    assert out == script[:7]
+    assert steps[0].verdict.draft.parents is not None and steps[0].verdict.tokens == (20, 21, 22, 23, 24, 25, 26)
+
+
 def test_harvest_from_the_target_feeds_the_pool():
     script = [20, 21, 22, 23, 24, 25, 26, 27]
     draft_script = [20, 21, 9, 23, 24, 25, 26, 27]  # wrong at one token, right after it

@@ -14,7 +14,8 @@ Mechanisms (each can be turned off in OuroborosConfig, for ablations):
                      harvested as phrases: the draft model feeds its own pool. 0: off.
     lengthening      after `gamma` draft tokens, the top `branches` phrases that follow the draft's last
                      token are appended as branches: one target pass verifies trunk and branches and
-                     keeps the longest path it agrees with. 0: off.
+                     keeps the longest path it agrees with. Not after a draft the draft model ended
+                     early because it doubted its last token. 0: off.
     harvest          phrases from the target's verification: where the target agreed with a rejected
                      part of the draft, its choices say what follows (phrase_pool.harvest).
     context          phrases of the prompt and of the output so far (prompt-lookup style).
@@ -123,7 +124,10 @@ class OuroborosDrafter:
             draft.extend(made)
             new = [made[-1]]
             if not confident:
-                break  # the draft model doubts its own last token: stop here
+                # The draft model doubts its own last token: stop here, and send no branches after it
+                # (they pay only if the whole trunk is accepted, and on a CPU every branch token costs
+                # verification time). Rare on HumanEval: 5 fewer draft tokens over 4 prompts.
+                return Draft(tuple(draft[:gamma]), source="ouroboros", forwards=forwards)
         return self._lengthen(draft[:gamma], budget, forwards)
 
     def _draft_forward(self, new: list[int], room: int) -> tuple[list[int], bool]:
