@@ -96,6 +96,13 @@ def test_cli_generate_json_compare(tiny_folder, tmp_path, capsys):
     assert doc["stats"]["accepted_prediction_tokens"] == sum(doc["from_draft"])
 
 
+@pytest.mark.parametrize("kernels", ["torch", "onednn"])
+def test_cli_kernels(tiny_folder, capsys, kernels):
+    code, out, _ = run_cli(capsys, "generate", "--model", str(tiny_folder), "--kernels", kernels, "--max-new-tokens",
+                           "24", "--json", "--drafter", "lookup", "--compare", "abc abc abc")
+    assert code == 0 and json.loads(out)["compare"]["identical"] is True
+
+
 def test_cli_prompt_from_file_and_plain_output(tiny_folder, tmp_path, capsys):
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("abc def")

@@ -231,6 +231,11 @@ def test_resume_refuses_other_options(smoke_run, bench_model, data):
     with pytest.raises(QuickdraftError, match="max_new_tokens: 24 there, 32 now"):
         harness.prepare(str(bench_model), "qa", "plain", smoke_run[0], data=str(data), draft_model=str(bench_model),
                         max_new_tokens=32, repeats=1)
+    with pytest.raises(QuickdraftError, match="kernels: 'auto' there, 'torch' now"):
+        harness.prepare(str(bench_model), "qa", "plain", smoke_run[0], data=str(data), draft_model=str(bench_model),
+                        max_new_tokens=24, repeats=1, kernels="torch")
+    with pytest.raises(QuickdraftError, match="kernels must be one of auto, onednn, torch; got 'mkl'"):
+        harness.prepare(str(bench_model), "qa", "plain", smoke_run[0], data=str(data), kernels="mkl")
 
 
 def test_selection_adds_baselines_and_expands_groups():
