@@ -31,7 +31,9 @@ STEPS = [
     ("+ harvest from verification", dict(harvest=True)),
     ("+ warm start (the default)", dict(warm_start=True)),
 ]
-EXTRA = [("default + lookahead window W=8", dict(window=8))]  # measured apart: off by default
+EXTRA = [("default + lookahead window W=8", dict(window=8)),  # measured apart: off by default
+         ("default without lengthening (K=0)", dict(branches=0)),
+         ("default, one phrase per draft forward", dict(draft_phrases=1))]
 
 
 def configs() -> list[tuple[str, dict]]:
