@@ -329,8 +329,8 @@ def load(model: str | None = None, *, runner: str = "transformers", draft_model:
     every token, so the draft's precision changes speed, never the output.
     threads: llama.cpp threads (default: every core this process may use).
     kernels: a transformers model's Linear layers: "onednn" (weights packed once in oneDNN's layout:
-    on the project's CPU a 1.5B pass is 1.2x faster for one token, 1.3-1.6x for a verification pass of
-    2-24 tokens), "torch" (as transformers loads them), "auto" (onednn where torch has it). For the
+    on the project's CPU a 1.5B pass is 1.17x faster for one token, 1.2-1.8x for a verification pass
+    of 2-32 tokens), "torch" (as transformers loads them), "auto" (onednn where torch has it). For the
     target and a float32 draft model; the numbers differ from torch's by rounding, the same for every
     method, so outputs stay identical to plain decoding on the same kernels.
     """

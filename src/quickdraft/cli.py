@@ -395,8 +395,8 @@ def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
                    help="precision of a transformers draft model (default int8: ~4x cheaper on a CPU; never changes "
                    "the output)")
     p.add_argument("--kernels", choices=["auto", "onednn", "torch"], default="auto",
-                   help="a transformers model's Linear layers: onednn (weights packed once; ~1.2x faster plain "
-                   "decoding, 1.3-1.6x faster verification on a CPU), torch (as transformers loads them), auto "
+                   help="a transformers model's Linear layers: onednn (weights packed once; on a CPU ~1.2x faster "
+                   "plain decoding, 1.2-1.8x faster verification passes), torch (as transformers loads them), auto "
                    "(onednn where torch has it; the default)")
 
 

@@ -46,9 +46,9 @@ class PackedLinear(torch.nn.Module):
     """A float32 Linear layer whose weight is kept in oneDNN's blocked layout, packed once at load.
 
     torch's own Linear (MKL) packs the weight on every call when a pass carries a few tokens. On the
-    project's 2-core CPU (AMD EPYC, AVX2), a 1536 -> 8960 layer takes 2.97 ms for one token and 9.06 ms
-    for four with it, 2.14 and 4.38 ms packed; a whole qwen2.5-coder-1.5b pass over 300 cached tokens,
-    1 / 4 / 16 / 32 tokens: 390 / 921 / 1111 / 1299 ms stock, 316 / 623 / 831 / 1055 ms packed. The
+    project's 2-core CPU (AMD EPYC, AVX2), a qwen2.5-coder-1.5b pass over 300 cached tokens, 1 / 4 /
+    16 / 32 tokens: 335 / 877 / 986 / 1274 ms with torch's Linear, 287 / 494 / 726 / 1035 ms packed
+    (scripts/kernel_costs.py; docs/benchmarks.md). The
     numbers differ from torch's by float rounding (like any other kernel choice), the same for plain
     decoding and for verification passes, which run the same layers.
     """
