@@ -23,13 +23,17 @@ from quickdraft import load
 from quickdraft.bench.workloads import data_dir, humaneval
 from quickdraft.drafters.phrases import OuroborosConfig
 
-# Cumulative, as in the paper: each row adds one mechanism to the row before.
-BASE = OuroborosConfig(draft_phrases=0, window=0, branches=0, harvest=False, context=False, warm_start=False)
+# Cumulative, as in the paper: each row adds one mechanism to the row before; the last two are
+# quickdraft's own (lengthening only where the measured pass costs say it pays; min_joint).
+BASE = OuroborosConfig(draft_phrases=0, window=0, branches=0, harvest=False, context=False, warm_start=False,
+                       branches_by_cost=False, min_joint=0.0)
 STEPS = [
     ("+ phrase drafting (context phrases)", dict(draft_phrases=3, context=True)),
     ("+ lengthening", dict(branches=3)),
     ("+ harvest from verification", dict(harvest=True)),
-    ("+ warm start (the default)", dict(warm_start=True)),
+    ("+ warm start (the paper's Ouroboros)", dict(warm_start=True)),
+    ("+ branches only where they pay", dict(branches_by_cost=True)),
+    ("+ drafts end where the draft model doubts them (the default)", dict(min_joint=0.5)),
 ]
 EXTRA = [("default + lookahead window W=8", dict(window=8)),  # measured apart: off by default
          ("default without lengthening (K=0)", dict(branches=0)),

@@ -18,6 +18,7 @@ from quickdraft.errors import QuickdraftError
 from quickdraft.runners.hf import HFRunner
 from quickdraft.runners.scripted import ScriptedRunner
 from quickdraft.sampling import SamplingParams, probs_from_logits
+from quickdraft.sizing import PassCosts
 
 ALL_ON = OuroborosConfig(gamma=8, window=4, branches=3, draft_phrases=3)
 CONFIGS = {
@@ -53,9 +54,9 @@ class Linear:
         self.inner.rollback(length)
 
 
-def run(target_runner, draft_runner, prompt, n, config, pool=None, stats=None, trees_on_target=True):
+def run(target_runner, draft_runner, prompt, n, config, pool=None, stats=None, trees_on_target=True, costs=None):
     pool = pool if pool is not None else PhrasePool(config.pool)
-    drafter = OuroborosDrafter(draft_runner, pool, config, trees_on_target=trees_on_target)
+    drafter = OuroborosDrafter(draft_runner, pool, config, trees_on_target=trees_on_target, costs=costs)
     steps = list(generate(target_runner, prompt, Limits(n), drafter, stats=stats))
     return [t for s in steps for t in s.tokens], steps, drafter
 
@@ -181,6 +182,76 @@ def test_no_lengthening_after_a_draft_the_draft_model_doubts():
     assert steps[0].verdict.draft.parents is not None and steps[0].verdict.tokens == (20, 21, 22, 23, 24, 25, 26)
 
 
+def test_min_joint_ends_the_draft_where_the_draft_model_doubts_the_whole():
+    # The scripted draft model gives its token 0.998: the draft's odds after k tokens are 0.998^k.
+    # min_joint 0.995 keeps two tokens (0.996) and drops the third (0.994); no branches after it.
+    script = [20, 21, 22, 23, 24, 25, 26, 27, 28]
+    config = OuroborosConfig(gamma=6, branches=2, draft_phrases=0, harvest=False, context=False, min_joint=0.995)
+    pool = PhrasePool(config.pool)
+    pool.add((21, 22, 23))  # would lengthen a trusted draft ending in 21
+    pool.add((25, 26, 27))
+    out, steps, _ = run(ScriptedRunner(script, 40, eos=39), ScriptedRunner(script, 40, eos=39), [1, 2], 9, config,
+                        pool=pool)
+    assert out == script
+    first = steps[0].verdict.draft
+    assert first.tokens == (20, 21) and first.parents is None
+    assert first.confidence == pytest.approx((0.998, 0.998), abs=1e-3)
+    out, steps, _ = run(ScriptedRunner(script, 40, eos=39), ScriptedRunner(script, 40, eos=39), [1, 2], 9,
+                        replace(config, min_joint=0.0), pool=pool)
+    assert out == script and steps[0].verdict.draft.tokens == tuple(script[:8])  # 6 of its own, then 26, 27
+
+
+def linear_costs(per_token: float) -> PassCosts:
+    """Pass costs t(n) = 1 + per_token (n - 1), measured at 1 and 64 tokens (interpolated between)."""
+    costs = PassCosts()
+    costs.record(1, 1.0)
+    costs.record(64, 1.0 + 63 * per_token)
+    return costs
+
+
+def test_branches_pay_by_expected_output_per_second():
+    # (E + P Y) / t(tree) > E / t(trunk): a 16-token trunk, lengthened to 24 draft tokens.
+    config = OuroborosConfig(phrase_length=6)  # prior Y = 5
+    def pays(confidence, costs, branch_yield=(0.0, 0.0)):
+        d = OuroborosDrafter(ScriptedRunner([1], 8, eos=7), PhrasePool(config.pool), config, costs=costs)
+        d.branch_yield = list(branch_yield)
+        return d.branches_pay(confidence, 24)
+    doubtful, sure = (0.9,) * 16, (1.0,) * 16  # E 8.33, P 0.185 (gain 0.93 tokens); E 17, P 1 (gain 5)
+    assert pays(doubtful, None) and pays(sure, None)  # no costs measured: lengthen, as the paper does
+    one_size = PassCosts()
+    one_size.record(1, 1.0)
+    assert pays(doubtful, one_size)
+    assert pays(doubtful, linear_costs(0.002))  # nearly flat, a GPU: t(25) / t(17) = 1.016 < 1.11
+    assert not pays(doubtful, linear_costs(0.084))  # this CPU's 1.5B (0.287 s + 0.024 s a token): 1.29 > 1.11
+    assert pays(sure, linear_costs(0.01))  # 1.069 < 22 / 17
+    assert not pays(sure, linear_costs(0.01), branch_yield=(0.0, 10.0))  # Y = 5 / 11: 17.45 / 17 < 1.069
+
+
+def test_lengthening_follows_the_measured_costs_and_learns_what_branches_yield():
+    # As in test_lengthening_adds_the_branch_the_target_keeps, with pass costs: steep ones keep the
+    # trunk alone, flat ones lengthen it; the output is plain decoding's either way.
+    script = [20, 21, 22, 23, 24, 25, 26]
+    wrong_draft = [20, 9, 9, 9, 9, 9, 9, 9, 9]
+    config = OuroborosConfig(gamma=1, branches=2, draft_phrases=0, harvest=False, context=False, warm_start=True)
+    for per_token, tree in ((5.0, False), (0.0, True)):  # t(n) about in proportion to n; flat
+        pool = PhrasePool(config.pool)
+        pool.add((20, 21, 22, 23))
+        pool.add((20, 30, 31))
+        out, steps, drafter = run(ScriptedRunner(script, 40, eos=39), ScriptedRunner(wrong_draft, 40, eos=39), [1, 2],
+                                  5, config, pool=pool, costs=linear_costs(per_token))
+        assert out == script[:5]
+        first = steps[0].verdict
+        assert (first.draft.parents is not None) == tree
+        assert first.tokens == ((20, 21, 22, 23, 24) if tree else (20, 21))
+    assert drafter.branch_yield == [3.0, 1.0]  # the flat run's one lengthened pass: 3 branch tokens kept
+    always = replace(config, branches_by_cost=False)  # the paper's rule: lengthen whatever it costs
+    pool = PhrasePool(config.pool)
+    pool.add((20, 21, 22, 23))
+    _, steps, _ = run(ScriptedRunner(script, 40, eos=39), ScriptedRunner(wrong_draft, 40, eos=39), [1, 2], 5, always,
+                      pool=pool, costs=linear_costs(5.0))
+    assert steps[0].verdict.draft.parents is not None
+
+
 def test_harvest_from_the_target_feeds_the_pool():
     script = [20, 21, 22, 23, 24, 25, 26, 27]
     draft_script = [20, 21, 9, 23, 24, 25, 26, 27]  # wrong at one token, right after it
@@ -239,6 +310,7 @@ def test_sampled_output_keeps_the_joint_distribution():
     (dict(window=True), "window must be an integer"),
     (dict(phrase_length=1), "phrase_length must be an integer >= 2"),
     (dict(min_confidence=1.0), "min_confidence"),
+    (dict(min_joint=-0.1), "min_joint must be a number in"),
 ])
 def test_bad_config_is_refused(kwargs, message):
     with pytest.raises(QuickdraftError, match=message):
@@ -251,6 +323,7 @@ def test_cli_parses_ouroboros_settings():
     assert ouroboros_config("") == OuroborosConfig()
     assert ouroboros_config("gamma=16, branches=0,warm-start=no") == OuroborosConfig(gamma=16, branches=0,
                                                                                       warm_start=False)
+    assert ouroboros_config("min_joint=0,branches_by_cost=no") == OuroborosConfig(min_joint=0.0, branches_by_cost=False)
     for bad, message in (("gama=3", "KEY one of"), ("gamma", "KEY=VALUE"), ("gamma=x", "must be a number"),
                          ("harvest=maybe", "yes or no"), ("gamma=0", ">= 1")):
         with pytest.raises(QuickdraftError, match=message):
@@ -280,6 +353,25 @@ def test_api_runs_ouroboros_and_refuses_what_it_cannot_do():
         gen.generate("hi", drafter="ouroboros", pool_scope=3)
     with pytest.raises(QuickdraftError, match="would ignore it"):
         gen.generate("hi", drafter="ouroboros", prediction="hello")
+
+
+def test_a_generator_measures_pass_costs_for_ouroboros_lengthening():
+    # Ouroboros sizes its drafts itself (no sizer on transformers), yet its lengthening rule reads the
+    # Generator's pass costs: the engine records them without a sizer too, and the drafter gets them.
+    from quickdraft.api import Generator
+    from quickdraft.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    script = tok.encode("hello world, hello world, hello again")
+    gen = Generator(ScriptedRunner(script, 257, tok.eos), tok, draft_runner=ScriptedRunner(script, 257, tok.eos))
+    assert gen.pass_costs.seconds(1) is None
+    stream = gen.stream("hi", drafter="ouroboros", max_new_tokens=30)
+    assert stream.sizer is None and stream.drafter.costs is gen.pass_costs
+    for _ in stream:
+        pass
+    assert stream.result.stats.accepted_prediction_tokens > 0
+    assert any(n > 1 for n in gen.pass_costs._sums)  # drafted passes were timed
+    assert gen.pass_costs.seconds(max(gen.pass_costs._sums)) > 0
 
 
 def test_phrase_pools_per_scope_are_bounded():

@@ -615,19 +615,21 @@ def test_a_draft_model_serves_exactly(tiny_folder, reference):
             client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=5,
                                                 extra_body={"quickdraft": {"draft_length": 0}})
         # Ouroboros, with the pool per model and per user
-        for extension, user in (({}, None), ({"ouroboros": {"gamma": 6, "branches": 2, "scope": "user"}}, "u7")):
+        settings = {"gamma": 6, "branches": 2, "min_joint": 0.8, "branches_by_cost": False, "scope": "user"}
+        for extension, user in (({}, None), ({"ouroboros": settings}, "u7")):
             r = client(url).chat.completions.create(
                 model="tiny", messages=messages, max_tokens=30, temperature=0, **({"user": user} if user else {}),
                 extra_body={"quickdraft": {"drafter": "ouroboros", **extension}})
             assert r.choices[0].message.content == plain.text
             assert r.model_extra["quickdraft"]["draft_forwards"] > 0
-        assert ("user:u7", OuroborosConfig(gamma=6, branches=2)) in gen.phrase_pools
+        assert ("user:u7", OuroborosConfig(gamma=6, branches=2, min_joint=0.8, branches_by_cost=False)) in gen.phrase_pools
         with pytest.raises(openai.BadRequestError, match="needs the request's 'user'"):
             client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=5, extra_body={
                 "quickdraft": {"drafter": "ouroboros", "ouroboros": {"scope": "user"}}})
-        with pytest.raises(openai.BadRequestError, match="gamma"):
-            client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=5, extra_body={
-                "quickdraft": {"drafter": "ouroboros", "ouroboros": {"gamma": 0}}})
+        for bad, field in (({"gamma": 0}, "gamma"), ({"min_joint": 1.0}, "min_joint")):
+            with pytest.raises(openai.BadRequestError, match=field):
+                client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=5, extra_body={
+                    "quickdraft": {"drafter": "ouroboros", "ouroboros": bad}})
 
 
 # -- the real model -------------------------------------------------------------------------------------

@@ -164,7 +164,7 @@ class Generator:
             return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, sampling, draft)
         if drafter == "ouroboros":
             return OuroborosDrafter(self.draft_runner, self.phrase_pool(ouroboros, pool_scope), ouroboros,
-                                    trees_on_target=supports_trees(self.runner))
+                                    trees_on_target=supports_trees(self.runner), costs=self.pass_costs)
         if drafter in ("prediction", "prediction+lookup"):
             parts.append(PredictionDrafter(self.tokenizer.encode(pred_text, add_special_tokens=False), config))
         if drafter in ("lookup", "prediction+lookup"):
@@ -273,7 +273,7 @@ class Stream:
         hold = max(0, self.stops.longest - 1)
         finish = "length"
         steps = engine_generate(self.gen.runner, self.prompt_ids, self.limits, self.drafter, self.stops, self.stats,
-                                self.sampling, self.acceptance, self.sizer)
+                                self.sampling, self.acceptance, self.sizer, self.gen.pass_costs)
         for step in steps:
             out.extend(step.tokens)
             flags.extend(step.from_draft)

@@ -26,7 +26,7 @@ from .drafters.base import Drafter, NoDrafter
 from .errors import QuickdraftError
 from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
-from .sizing import DraftSizer
+from .sizing import DraftSizer, PassCosts
 
 # Given the output so far and how many of its tokens are new this step, return how many output
 # tokens to keep if a stop sequence was completed by one of the new tokens, else None.
@@ -63,10 +63,13 @@ def generate(
     sampling: SamplingParams = SamplingParams(),
     acceptance: Acceptance = Acceptance(),
     sizer: DraftSizer | None = None,
+    costs: PassCosts | None = None,
 ) -> Iterator[Step]:
     """Yield one Step per target pass until a stopping rule fires; fills `stats` as it goes.
 
     sizer: caps each draft at the length that pays on this runner (sizing.py); None: drafts as proposed.
+    costs: where each pass's seconds are recorded when there is no sizer (a sizer records into its own),
+    for drafters that size their drafts themselves (Ouroboros's lengthening).
 
     Greedy (temperature 0) output equals plain greedy decoding token for token; sampled output is
     distributed as plain sampling from the target's processed distribution, unless a lossy
@@ -116,6 +119,8 @@ def generate(
             # scripted runner their microseconds would rival the pass itself)
             sizer.record(draft.source, len(draft), verdict.accepted, len(draft) + 1, t_verified - t_drafted,
                          t_drafted - t_step if draft.forwards else 0.0)
+        elif costs is not None:
+            costs.record(len(draft) + 1, t_verified - t_drafted)
         if verdict.path is None:
             runner.rollback(len(context) + verdict.accepted)
         else:  # keep the root and the accepted path's rows of this pass

@@ -137,11 +137,8 @@ class DraftModelDrafter:
                      confidence=tuple(confidences))
 
     def calibrated(self, p: float) -> float:
-        """The draft model's probability p of its token, its miss rate 1 - p scaled by how often it has
-        missed in this request against how often its probabilities said it would (prior 1 : 1). Example:
-        on code it missed 0 times where its probabilities predicted 3 -> p = 0.9 becomes 1 - 0.1 / 4 = 0.975."""
-        seen, predicted = self.misses
-        return max(0.0, 1.0 - (1.0 - p) * (seen + 1.0) / (predicted + 1.0))
+        """p calibrated by this request's misses (calibrate)."""
+        return calibrate(p, self.misses)
 
     def _choose(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None, float]:
         """(token, its processed distribution at the target's width or None, confidence)."""
@@ -165,6 +162,15 @@ class DraftModelDrafter:
         if self.config.k is None:
             c = self.config
             self.k = max(c.min_length, min(c.max_length, self.k + 2 if full else self.k - 1))
+
+
+def calibrate(p: float, misses: Sequence[float]) -> float:
+    """A draft model's probability p of its token, its miss rate 1 - p scaled by how often it has missed
+    (misses[0], drafts cut short) against how often its probabilities said it would (misses[1]), prior
+    1 : 1. Example: on code it missed 0 times where its probabilities predicted 3 -> p = 0.9 becomes
+    1 - 0.1 / 4 = 0.975."""
+    seen, predicted = misses
+    return max(0.0, 1.0 - (1.0 - p) * (seen + 1.0) / (predicted + 1.0))
 
 
 def realign(runner: Runner, cached: list[int], context: Sequence[int]) -> None:

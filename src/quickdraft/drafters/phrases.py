@@ -15,7 +15,8 @@ Mechanisms (each can be turned off in OuroborosConfig, for ablations):
     lengthening      after `gamma` draft tokens, the top `branches` phrases that follow the draft's last
                      token are appended as branches: one target pass verifies trunk and branches and
                      keeps the longest path it agrees with. Not after a draft the draft model ended
-                     early because it doubted its last token. 0: off.
+                     early because it doubted its last token, and (`branches_by_cost`) only where the
+                     target's measured pass costs say the branches pay (below). 0: off.
     harvest          phrases from the target's verification: where the target agreed with a rejected
                      part of the draft, its choices say what follows (phrase_pool.harvest).
     context          phrases of the prompt and of the output so far (prompt-lookup style).
@@ -25,6 +26,23 @@ Mechanisms (each can be turned off in OuroborosConfig, for ablations):
 The draft model drafts greedily whatever the target's sampling, so every draft token is a point mass:
 exact under greedy decoding and lossless under sampling (acceptance/rejection.py, acceptance/tree.py).
 Draft-model and pool choices change speed only, never what the target emits.
+
+When lengthening pays. Branch tokens count only if the whole trunk is accepted, and on a GPU a pass
+of 40 tokens costs about what one of 25 does, but on a CPU it does not (qwen2.5-coder-1.5b on 2 cores:
+25 tokens 0.86 s, 33 tokens 1.04 s; scripts/kernel_costs.py). So the drafter lengthens a draft only
+when its expected output per second of target time is higher with the branches than without:
+
+    c_i   = the draft model's probability of trunk token i, calibrated by its misses in this request
+            (draft_model.calibrate); P = c_1 ... c_n, the odds that the whole trunk is accepted
+    E     = 1 + c_1 + c_1 c_2 + ... + P      expected output tokens of the pass without branches
+    Y     = accepted branch tokens per lengthened pass whose trunk was accepted (decayed mean; prior:
+            one pass in which a whole phrase was accepted, phrase_length - 1 tokens)
+    lengthen  iff  (E + P Y) / t(n + b + 1)  >  E / t(n + 1)
+
+with t the Generator's measured pass costs (sizing.PassCosts) for the trunk's n tokens and the tree's
+n + b. With no costs measured yet it lengthens, as the paper does. Worked example with the CPU costs
+above, n = 24, b = 8, E = 17, P = 0.5, Y = 5: (17 + 2.5) / 1.04 = 18.8 < 17 / 0.86 = 19.8, no
+branches; where t(33) = 1.02 t(25), as on a GPU, it lengthens (19.5 / 1.02 = 19.1 > 17, in units of t(25)).
 
 Example of one draft forward (draft_phrases 2, window 0): cached context ... 7, newest token 5; pool
 phrases after 5: (5, 6, 1), (5, 9, 9). The forward feeds [5, 6, 1, 9, 9] with parents (-1, 0, -1, 2)
@@ -45,7 +63,8 @@ from ..core import EMPTY_DRAFT, Draft, Verdict
 from ..errors import QuickdraftError
 from ..runners.base import Runner, supports_trees
 from ..sampling import SamplingParams
-from .draft_model import realign
+from ..sizing import PassCosts
+from .draft_model import calibrate, realign
 from .phrase_pool import PhrasePool, PoolConfig, harvest
 
 
@@ -61,6 +80,8 @@ class OuroborosConfig:
     context: bool = True  # phrases of the prompt and the output
     warm_start: bool = True  # keep the pool across requests
     min_confidence: float = 0.3  # stop drafting when the draft model's top probability falls below this
+    min_joint: float = 0.5  # stop drafting where the product of those (calibrated) falls below this; 0: never
+    branches_by_cost: bool = True  # lengthen only when measured pass costs say it pays (above); no: always
 
     def __post_init__(self) -> None:
         least = {"gamma": 1, "phrase_length": 2, "pool_size": 1, "draft_phrases": 0, "window": 0, "branches": 0}
@@ -68,8 +89,10 @@ class OuroborosConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise QuickdraftError(f"ouroboros {name} must be an integer >= {low}; got {v!r}")
-        if not 0 <= self.min_confidence < 1:
-            raise QuickdraftError(f"ouroboros min_confidence must be in [0, 1); got {self.min_confidence!r}")
+        for name in ("min_confidence", "min_joint"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+                raise QuickdraftError(f"ouroboros {name} must be a number in [0, 1); got {v!r}")
 
     @property
     def pool(self) -> PoolConfig:
@@ -80,23 +103,30 @@ class OuroborosDrafter:
     sizes_itself = True  # its own draft-length rule; draft_sizing "auto" leaves it uncapped on transformers (sizing.py)
 
     def __init__(self, runner: Runner, pool: PhrasePool, config: OuroborosConfig = OuroborosConfig(),
-                 trees_on_target: bool = True):
+                 trees_on_target: bool = True, costs: PassCosts | None = None):
         """runner: the draft model's. pool: the phrase pool (shared across requests for warm start).
-        trees_on_target: the target can verify trees; if not, a draft is lengthened by one phrase."""
+        trees_on_target: the target can verify trees; if not, a draft is lengthened by one phrase.
+        costs: the target's measured pass costs (the Generator's); None: lengthen whenever phrases fit."""
         self.runner = runner
         self.pool = pool
         self.config = config
         self.tree_draft = supports_trees(runner)  # else one phrase per draft forward, linearly
         self.tree_target = trees_on_target
+        self.costs = costs
         self.cached: list[int] = []  # tokens in the draft model's cache: a prefix of context + draft
         self.window: list[int] = []  # lookahead guesses for the tokens after the newest one
         self.fed = 0  # context phrases starting before this index are in the pool
+        self.misses = [0.0, 0.0]  # decayed [trunks cut short, cuts their probabilities predicted], this request
+        self.branch_yield = [0.0, 0.0]  # decayed [accepted branch tokens, lengthened passes with the trunk accepted]
+        self._raw: list[float] = []  # the last draft's trunk: the draft model's probability of each token
+        self._lengthened = False  # whether the last draft carried branches
 
     def begin(self, prompt: Sequence[int]) -> None:
         if not self.config.warm_start:
             self.pool.clear()
         self.runner.reset()
         self.cached, self.window, self.fed = [], [], 0
+        self.misses, self.branch_yield, self._raw, self._lengthened = [0.0, 0.0], [0.0, 0.0], [], False
         if self.config.context:
             self._feed_context(prompt)
         if len(prompt) > 1:
@@ -117,24 +147,35 @@ class OuroborosDrafter:
             return EMPTY_DRAFT
         new = list(context[len(self.cached) :])  # at least the newest context token (never cached)
         draft: list[int] = []
-        forwards, confident = 0, True
+        raw: list[float] = []  # the draft model's probability of each draft token
+        confidence: list[float] = []  # calibrated by this request's misses
+        forwards, joint, confident = 0, 1.0, True
         while len(draft) < gamma and confident:  # until gamma, or the draft model doubts its last token
-            made, confident = self._draft_forward(new, gamma - len(draft))
+            made, probs = self._draft_forward(new, gamma - len(draft))
             forwards += 1
-            draft.extend(made)
+            for token, p in zip(made, probs):
+                c = calibrate(p, self.misses)
+                joint *= c  # its odds that the draft is right up to here
+                if draft and joint < self.config.min_joint:
+                    confident = False  # the draft model doubts the draft from here on (keep at least one token)
+                    break
+                draft.append(token)
+                raw.append(p)
+                confidence.append(c)
+            confident = confident and probs[-1] >= self.config.min_confidence
             new = [made[-1]]
-        # No branches after a doubted token: they pay only if the whole trunk is accepted, and on a CPU
-        # every branch token costs verification time (rare on HumanEval: 5 fewer draft tokens over 4 prompts).
-        if not confident:
-            return Draft(tuple(draft[:gamma]), source="ouroboros", forwards=forwards)
-        return self._lengthen(draft[:gamma], budget, forwards)
+        self._raw, self._lengthened = raw[:gamma], False
+        trunk = Draft(tuple(draft[:gamma]), source="ouroboros", forwards=forwards, confidence=tuple(confidence[:gamma]))
+        # No branches after a doubted token: they pay only if the whole trunk is accepted (rare on
+        # HumanEval: 5 fewer draft tokens over 4 prompts).
+        return self._lengthen(trunk, budget) if confident else trunk
 
-    def _draft_forward(self, new: list[int], room: int) -> tuple[list[int], bool]:
+    def _draft_forward(self, new: list[int], room: int) -> tuple[list[int], list[float]]:
         """One draft-model forward over `new` and a tree of phrase candidates hanging from new[-1].
 
         Returns the tokens it drafted (accepted phrase tokens + the draft model's own next token) and
-        whether the draft model was confident in that last token. The draft cache then holds the
-        context and the accepted phrase tokens."""
+        the draft model's probability of each (its top probability: it drafts greedily). The draft
+        cache then holds the context and the accepted phrase tokens."""
         phrases = [p[1 : room + 1] for p in self.pool.lookup(new[-1], self.config.draft_phrases)] if room > 1 else []
         window = self.window[: self.config.window]
         if not self.tree_draft:
@@ -160,8 +201,9 @@ class OuroborosDrafter:
         self.cached.extend(verdict.tokens[:-1])
         self._learn(tokens, parents, verdict.argmax)
         self._slide_window(tokens, parents, window, verdict)
-        top = float(torch.softmax(logits[(path[-1] + 1) if path else 0].float(), dim=-1).max())
-        return list(verdict.tokens), top >= self.config.min_confidence
+        rows = [0, *(i + 1 for i in path)]  # the row that chose each drafted token
+        top = torch.softmax(logits[rows].float(), dim=-1).amax(dim=-1)  # [len(rows)]
+        return list(verdict.tokens), top.tolist()
 
     def _learn(self, tokens: Sequence[int], parents: Sequence[int], argmax: Sequence[int]) -> None:
         """Harvest phrases from a verification pass over a tree (target's or draft model's choices)."""
@@ -187,22 +229,51 @@ class OuroborosDrafter:
         guesses = choices[len(verdict.tokens):]  # guesses for the positions after this forward's bonus
         self.window = (guesses + [guesses[-1] if guesses else verdict.tokens[-1]] * W)[:W]
 
-    def _lengthen(self, draft: list[int], budget: int, forwards: int) -> Draft:
-        """Append the top-K phrases that follow the draft's last token as branches (a tree)."""
+    def _lengthen(self, trunk: Draft, budget: int) -> Draft:
+        """Append the top-K phrases that follow the trunk's last token as branches (a tree), if they pay."""
         K = self.config.branches if self.tree_target else min(1, self.config.branches)
-        room = budget - len(draft)
-        tails = [p[1 : room + 1] for p in self.pool.lookup(draft[-1], K)] if room > 0 else []
+        room = budget - len(trunk)
+        tails = [p[1 : room + 1] for p in self.pool.lookup(trunk.tokens[-1], K)] if room > 0 else []
         tails = [t for t in tails if t]
         if not tails:
-            return Draft(tuple(draft), source="ouroboros", forwards=forwards)
+            return trunk
         if not self.tree_target:
-            return Draft(tuple(draft) + tails[0], source="ouroboros", forwards=forwards)
-        tokens, parents = trees.from_branches([tuple(draft) + t for t in tails])
-        return Draft(tokens, source="ouroboros", forwards=forwards, parents=parents)
+            tokens, parents = trunk.tokens + tails[0], None
+        else:
+            tokens, parents = trees.from_branches([trunk.tokens + t for t in tails])
+        if self.config.branches_by_cost and not self.branches_pay(trunk.confidence, len(tokens)):
+            return trunk
+        self._lengthened = True
+        return Draft(tokens, source="ouroboros", forwards=trunk.forwards, parents=parents)
+
+    def branches_pay(self, confidence: Sequence[float], size: int) -> bool:
+        """Whether a pass over the trunk (its tokens' calibrated probabilities) lengthened to `size`
+        draft tokens yields more expected output per second of target time than the trunk alone (module
+        docstring). True while the costs of either pass are unknown."""
+        t_trunk = self.costs.seconds(len(confidence) + 1) if self.costs is not None else None
+        t_tree = self.costs.seconds(size + 1) if self.costs is not None else None
+        if t_trunk is None or t_tree is None:
+            return True
+        expected, joint = 1.0, 1.0  # E and P
+        for c in confidence:
+            joint *= c
+            expected += joint
+        accepted, passes = self.branch_yield
+        y = (accepted + self.config.phrase_length - 1) / (passes + 1)  # Y, with a one-pass prior of a whole phrase
+        return (expected + joint * y) / t_tree > expected / t_trunk
 
     # -- learning from the target -------------------------------------------------------------------
     def observe(self, context: Sequence[int], verdict: Verdict) -> None:
         realign(self.runner, self.cached, context)
+        n = min(len(self._raw), len(verdict.draft))  # the trunk as sent (a sizer may have trimmed it)
+        if verdict.draft.source == "ouroboros" and n:
+            judged = min(verdict.accepted + 1, n)  # trunk tokens up to the first rejected one
+            self.misses[0] = 0.9 * self.misses[0] + (verdict.accepted < n)
+            self.misses[1] = 0.9 * self.misses[1] + sum(1.0 - p for p in self._raw[:judged])
+            if self._lengthened and verdict.accepted >= n:
+                self.branch_yield[0] = 0.9 * self.branch_yield[0] + verdict.accepted - n
+                self.branch_yield[1] = 0.9 * self.branch_yield[1] + 1
+            self._raw = []
         if self.config.harvest and verdict.argmax is not None and len(verdict.draft):
             d = verdict.draft
             self._learn(d.tokens, d.parents if d.parents is not None else trees.chain(len(d)), verdict.argmax)

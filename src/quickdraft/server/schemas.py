@@ -136,6 +136,8 @@ class OuroborosOptions(BaseModel):
     harvest: bool = OuroborosConfig.harvest
     context: bool = OuroborosConfig.context
     warm_start: bool = OuroborosConfig.warm_start
+    branches_by_cost: bool = OuroborosConfig.branches_by_cost
+    min_joint: float = Field(OuroborosConfig.min_joint, ge=0, lt=1, allow_inf_nan=False)
     scope: Literal["model", "user"] = "model"
 
     def config(self) -> OuroborosConfig:
