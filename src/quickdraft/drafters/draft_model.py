@@ -156,9 +156,7 @@ class DraftModelDrafter:
         if draft.source != "draft-model" or not len(draft):
             return
         full = verdict.accepted == len(draft)
-        judged = min(verdict.accepted + 1, len(draft))  # its tokens up to the first rejected one
-        self.misses[0] = 0.9 * self.misses[0] + (not full)
-        self.misses[1] = 0.9 * self.misses[1] + sum(1.0 - p for p in self._raw[:judged])
+        note_misses(self.misses, self._raw[: len(draft)], verdict.accepted)
         if self.config.k is None:
             c = self.config
             self.k = max(c.min_length, min(c.max_length, self.k + 2 if full else self.k - 1))
@@ -171,6 +169,14 @@ def calibrate(p: float, misses: Sequence[float]) -> float:
     1 - 0.1 / 4 = 0.975."""
     seen, predicted = misses
     return max(0.0, 1.0 - (1.0 - p) * (seen + 1.0) / (predicted + 1.0))
+
+
+def note_misses(misses: list[float], raw: Sequence[float], accepted: int) -> None:
+    """calibrate()'s evidence after a draft whose tokens the draft model gave probabilities `raw`, of which
+    the target accepted `accepted` (more: the draft went on past them, as Ouroboros's branches do): one miss
+    if it was cut short, and the misses its probabilities predicted up to the first rejected token."""
+    misses[0] = 0.9 * misses[0] + (accepted < len(raw))
+    misses[1] = 0.9 * misses[1] + sum(1.0 - p for p in raw[: accepted + 1])
 
 
 def realign(runner: Runner, cached: list[int], context: Sequence[int]) -> None:

@@ -64,7 +64,7 @@ from ..errors import QuickdraftError
 from ..runners.base import Runner, supports_trees
 from ..sampling import SamplingParams
 from ..sizing import PassCosts
-from .draft_model import calibrate, realign
+from .draft_model import calibrate, note_misses, realign
 from .phrase_pool import PhrasePool, PoolConfig, harvest
 
 
@@ -250,8 +250,9 @@ class OuroborosDrafter:
         """Whether a pass over the trunk (its tokens' calibrated probabilities) lengthened to `size`
         draft tokens yields more expected output per second of target time than the trunk alone (module
         docstring). True while the costs of either pass are unknown."""
-        t_trunk = self.costs.seconds(len(confidence) + 1) if self.costs is not None else None
-        t_tree = self.costs.seconds(size + 1) if self.costs is not None else None
+        if self.costs is None:
+            return True
+        t_trunk, t_tree = self.costs.seconds(len(confidence) + 1), self.costs.seconds(size + 1)
         if t_trunk is None or t_tree is None:
             return True
         expected, joint = 1.0, 1.0  # E and P
@@ -267,9 +268,7 @@ class OuroborosDrafter:
         realign(self.runner, self.cached, context)
         n = min(len(self._raw), len(verdict.draft))  # the trunk as sent (a sizer may have trimmed it)
         if verdict.draft.source == "ouroboros" and n:
-            judged = min(verdict.accepted + 1, n)  # trunk tokens up to the first rejected one
-            self.misses[0] = 0.9 * self.misses[0] + (verdict.accepted < n)
-            self.misses[1] = 0.9 * self.misses[1] + sum(1.0 - p for p in self._raw[:judged])
+            note_misses(self.misses, self._raw[:n], verdict.accepted)
             if self._lengthened and verdict.accepted >= n:
                 self.branch_yield[0] = 0.9 * self.branch_yield[0] + verdict.accepted - n
                 self.branch_yield[1] = 0.9 * self.branch_yield[1] + 1
