@@ -25,6 +25,7 @@ import quickdraft
 from quickdraft.bench import workloads as W
 from quickdraft.bench.harness import BenchConfig, Session
 from quickdraft.bench.methods import METHODS, Method
+from quickdraft.cpu import describe
 from quickdraft.drafters.draft_model import DraftModelConfig
 
 PLAIN = Method("plain", "quickdraft", "plain decoding", options=(("drafter", "none"),))
@@ -48,6 +49,8 @@ COMPARE = {
     ],
 }
 
+
+CPU = describe()  # every row names the CPU and its flags: ratios differ between CPU kinds
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -81,7 +84,7 @@ def main() -> None:
                     seconds = o.times.get("prefill_s", 0.0) + o.times.get("decode_s", 0.0)
                     n = sum(len(t) for t in o.tokens)
                     got[m.name] = o.tokens
-                    row = {"workload": name, "task": task.id, "method": m.name, "tokens": n,
+                    row = {"cpu": CPU, "workload": name, "task": task.id, "method": m.name, "tokens": n,
                            "seconds": round(seconds, 3), **{k: o.counts.get(k) for k in
                                                           ("target_passes", "draft_tokens", "accepted", "draft_forwards")}}
                     rows.append(row)

@@ -22,9 +22,12 @@ import quickdraft
 from quickdraft.bench import workloads as W
 from quickdraft.bench.harness import BenchConfig, Session
 from quickdraft.bench.methods import METHODS
+from quickdraft.cpu import describe
 
 KERNELS = ("torch", "onednn")
 
+
+CPU = describe()  # every row names the CPU and its flags: ratios differ between CPU kinds
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -58,7 +61,7 @@ def main() -> None:
                 for k, m in order:
                     o = sessions[k].run(m, task)
                     got[k, m.name] = o.tokens
-                    row = {"workload": name, "task": task.id, "kernels": k, "method": m.name,
+                    row = {"cpu": CPU, "workload": name, "task": task.id, "kernels": k, "method": m.name,
                            "tokens": sum(len(t) for t in o.tokens),
                            "prefill_s": round(o.times.get("prefill_s", 0.0), 3),
                            "decode_s": round(o.times.get("decode_s", 0.0), 3),

@@ -9,7 +9,8 @@ largest logit difference between scoring n tokens in one pass and one at a time.
 
 --exact: quickdraft's runner settings (no repacking, no flash attention, GGML_CPU_TILED_MM=0; the
 build's llamafile is reported, not changed). Without it: llama.cpp's defaults, as llama-cpp-python's
-Llama uses them (repacking on, flash attention off).
+Llama uses them (repacking on, flash attention off), except on a build with llama.cpp's AMX kernels,
+where repacked weights crash and stay off, as for the bench's baselines (bench/llamacpp_stock.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import argparse
 import ctypes
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 
 def main() -> None:
@@ -41,7 +44,10 @@ def main() -> None:
     ll.llama_backend_init()
     mp = ll.llama_model_default_params()
     mp.n_gpu_layers = 0
-    mp.use_extra_bufts = not args.exact
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src" / "quickdraft" / "bench"))
+    from llamacpp_stock import repack_allowed  # stdlib only: runs where quickdraft is not installed
+
+    mp.use_extra_bufts = not args.exact and repack_allowed(ll.llama_print_system_info().decode())
     model = ll.llama_model_load_from_file(args.gguf.encode(), mp)
     n_vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(model))
     cp = ll.llama_context_default_params()

@@ -10,8 +10,12 @@ default kernels) is measured in a second virtual environment, on prompt token id
     /tmp/stock/bin/python scripts/llamacpp_stock_baseline.py run --prompts prompts.json \\
         --max-new-tokens refactor=512,summarization=200 --out stock.jsonl
 
-`run` imports nothing but llama_cpp and the standard library. Methods: plain greedy (Llama.generate)
-and llama-cpp-python's LlamaPromptLookupDecoding(num_pred_tokens=10), as `quickdraft bench` runs them.
+`run` imports nothing but llama_cpp, the standard library and quickdraft/bench/llamacpp_stock.py (put
+on the path by itself, so quickdraft need not be installed there), which builds each `Llama` exactly as the
+bench builds its baselines. Methods: plain greedy (Llama.generate) and llama-cpp-python's
+LlamaPromptLookupDecoding(num_pred_tokens=10), as `quickdraft bench` runs them. On a build with llama.cpp's
+AMX kernels both load without repacked weights (they crash there; docs/llamacpp.md); every row records
+`stock_repack` and the CPU's model and flags.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "quickdraft"
 
 
 def cmd_prompts(args: argparse.Namespace) -> None:
@@ -41,18 +48,18 @@ def cmd_prompts(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from llama_cpp import Llama
-    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+    sys.path[:0] = [str(SRC), str(SRC / "bench")]  # stdlib-only modules of quickdraft, not the package
+    import cpu
+    import llamacpp_stock as stock
 
+    stock_llama = stock.stock_llama
     doc = json.load(open(args.prompts))
     limits = dict(kv.split("=") for kv in args.max_new_tokens.split(","))
     eos = set(doc["eos"])
     threads = len(os.sched_getaffinity(0))
-    engines = {
-        "stock-plain": Llama(model_path=doc["gguf"], n_ctx=args.n_ctx, n_threads=threads, verbose=False),
-        # logits_all: see the note in quickdraft/bench/harness.py (a 0.3.36 bug with draft models)
-        "stock-prompt-lookup": Llama(model_path=doc["gguf"], n_ctx=args.n_ctx, n_threads=threads, verbose=False,
-                                     draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10), logits_all=True),
+    engines = {  # built as the bench builds its llama.cpp baselines (AMX repack off where it crashes)
+        "stock-plain": stock_llama(doc["gguf"], n_ctx=args.n_ctx, threads=threads),
+        "stock-prompt-lookup": stock_llama(doc["gguf"], n_ctx=args.n_ctx, threads=threads, num_pred_tokens=10),
     }
     info = __import__("llama_cpp").llama_print_system_info().decode()
     with open(args.out, "a") as sink:
@@ -75,7 +82,8 @@ def cmd_run(args: argparse.Namespace) -> None:
                     rec = {"workload": row["workload"], "task": row["task"], "method": method, "repeat": repeat,
                            "prompt_tokens": len(row["prompt_ids"]), "completion_tokens": len(out),
                            "prefill_s": round(first - t0, 3), "total_s": round(total, 3),
-                           "tokens_per_s": round(len(out) / total, 3), "output_tokens": out, "system_info": info}
+                           "tokens_per_s": round(len(out) / total, 3), "output_tokens": out, "system_info": info,
+                           "stock_repack": stock.repack_allowed(info), "cpu": cpu.cpu_info()}
                     sink.write(json.dumps(rec) + "\n")
                     sink.flush()
                     print(f"{row['workload']}/{row['task']} {method}: {len(out)} tokens, {total:.1f} s "

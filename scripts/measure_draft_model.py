@@ -27,11 +27,14 @@ import torch
 
 import quickdraft
 from quickdraft.bench import workloads
+from quickdraft.cpu import describe
 from quickdraft.drafters.draft_model import DraftModelConfig
 
 
 METHODS = ["plain", "draft-model", "hf-plain", "hf-assisted", "hf-assisted-fp32"]
 
+
+CPU = describe()  # every row names the CPU and its flags: ratios differ between CPU kinds
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -99,7 +102,7 @@ def main() -> None:
                     assistant = {"hf-plain": None, "hf-assisted": draft, "hf-assisted-fp32": draft_fp32}[method]
                     toks, dt, s = hf(ids, sampling, assistant)
                 plain = toks if method == "plain" else plain
-                row = {"task": task.id, "mode": mode, "method": method, "tokens": len(toks), "seconds": round(dt, 3),
+                row = {"cpu": CPU, "task": task.id, "mode": mode, "method": method, "tokens": len(toks), "seconds": round(dt, 3),
                        "tok_s": round(len(toks) / dt, 3), "identical": toks == plain if mode == "greedy" else None,
                        "stats": s.as_dict() if s else None}
                 rows.append(row)

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from quickdraft import load
 from quickdraft.bench.workloads import data_dir, humaneval
+from quickdraft.cpu import describe
 from quickdraft.drafters.phrases import OuroborosConfig
 
 # Cumulative, as in the paper: each row adds one mechanism to the row before; the last two are
@@ -39,6 +40,8 @@ EXTRA = [("default + lookahead window W=8", dict(window=8)),  # measured apart: 
          ("default without lengthening (K=0)", dict(branches=0)),
          ("default, one phrase per draft forward", dict(draft_phrases=1))]
 
+
+CPU = describe()  # every row names the CPU and its flags: ratios differ between CPU kinds
 
 def configs() -> list[tuple[str, dict]]:
     rows: list[tuple[str, dict]] = [("plain", dict(drafter="none")), ("speculative", dict(drafter="draft-model"))]
@@ -83,7 +86,7 @@ def main() -> int:
                 if plain_ids is None:
                     plain_ids = res.token_ids
                 s = res.stats
-                rec = dict(task=task.id, row=name, identical=res.token_ids == plain_ids, wall_s=round(wall, 3),
+                rec = dict(cpu=CPU, task=task.id, row=name, identical=res.token_ids == plain_ids, wall_s=round(wall, 3),
                            **s.as_dict())
                 results[name].append(rec)
                 log.write(json.dumps(rec) + "\n")

@@ -16,6 +16,7 @@ import pytest
 
 import quickdraft
 from quickdraft import models
+from quickdraft.bench.llamacpp_stock import build_has_amx, repack_allowed, stock_llama
 from quickdraft.drafters.draft_model import DraftModelConfig
 from quickdraft.errors import ModelError, QuickdraftError
 from quickdraft.runners.llamacpp import (LlamaCppConfig, LlamaCppModel, LlamaCppRunner, LlamaCppTokenizer,
@@ -46,10 +47,9 @@ def gen():
 
 @pytest.fixture(scope="module")
 def reference(gguf, gen):
-    """llama.cpp's own greedy decoding (llama-cpp-python's high-level Llama), as a function."""
-    from llama_cpp import Llama
-
-    llm = Llama(model_path=str(gguf), n_ctx=2048, n_threads=gen.runner.threads, verbose=False)
+    """llama.cpp's own greedy decoding (llama-cpp-python's high-level Llama, built as the bench builds its
+    llamacpp-plain baseline), as a function."""
+    llm = stock_llama(gguf, n_ctx=2048, threads=gen.runner.threads)
 
     def greedy(prompt_ids: list[int], n: int = N) -> list[int]:
         out: list[int] = []
@@ -301,3 +301,59 @@ def test_builds_and_settings_that_break_exactness_are_refused(monkeypatch):
     monkeypatch.setenv("GGML_CPU_TILED_MM", "1")
     with pytest.raises(UnsupportedModelError, match="GGML_CPU_TILED_MM='1'"):
         check_batch_invariant_build(Build("CPU : AVX2 = 1 |"))
+
+
+# -- stock Llama (the bench's baselines and the reference above): AMX repack off where it crashes ----
+
+AMX_BUILD = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | REPACK = 1 |"
+AVX2_BUILD = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | OPENMP = 1 | REPACK = 1 |"
+
+
+def test_repack_stays_on_except_on_builds_with_amx():
+    assert build_has_amx(AMX_BUILD) and not repack_allowed(AMX_BUILD)
+    assert not build_has_amx(AVX2_BUILD) and repack_allowed(AVX2_BUILD)
+    assert repack_allowed("CPU : AVX512 = 1 | AVX512_VNNI = 1 | AMX_INT8 = 0 |")  # compiled out: nothing to avoid
+
+
+@pytest.mark.parametrize("amx", [False, True])
+def test_stock_llama_loads_as_the_rule_says_and_decodes(gguf, gen, monkeypatch, amx):
+    """The parameter reaches the Llama (both ways, whatever this CPU is), llama.cpp's defaults are left as
+    they were, and the model decodes: on an AMX build the default way is the one that segfaulted."""
+    import llama_cpp
+    import llama_cpp.llama_cpp as ll
+
+    from quickdraft.bench import llamacpp_stock
+
+    real = llama_cpp.llama_print_system_info().decode()
+    monkeypatch.setattr(llamacpp_stock, "build_has_amx", lambda info=None: amx)
+    llm = stock_llama(gguf, n_ctx=256, threads=gen.runner.threads)
+    assert llm.model_params.use_extra_bufts is (not amx)
+    assert ll.llama_model_default_params().use_extra_bufts is True  # the patch is scoped to the construction
+    ids = gen.tokenizer.encode("def add(a, b):")
+    out = [t for _, t in zip(range(8), llm.generate(ids, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
+                                                   reset=True))]
+    assert len(out) == 8
+    if "AMX_INT8 = 1" in real:  # this machine has the crashing path: the real rule must avoid it
+        assert not repack_allowed()
+
+
+def test_bench_llama_cpp_baselines_use_the_stock_construction(gguf, tmp_path, monkeypatch):
+    """The bench's llama.cpp baselines run through stock_llama (the construction the tests above check), and
+    the run records the CPU, its flags and whether repacked weights were allowed."""
+    from quickdraft import cli
+    from quickdraft.bench import harness, llamacpp_stock
+    from quickdraft.cpu import cpu_info
+
+    built = []
+    real = llamacpp_stock.stock_llama
+    monkeypatch.setattr(harness, "stock_llama", lambda *a, **k: built.append(k.get("num_pred_tokens")) or real(*a, **k))
+    code = cli.main(["bench", "run", "--model", ALIAS, "--runner", "llama.cpp", "--workloads", "humaneval", "--limit", "1",
+                     "--methods", "llamacpp-prompt-lookup", "--max-new-tokens", "12", "--repeats", "1", "--no-progress",
+                     "--out", str(tmp_path)])
+    assert code == 0
+    assert sorted(built, key=str) == [10, None]
+    rows = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert {r["method"] for r in rows} == {"llamacpp-plain", "llamacpp-prompt-lookup"}
+    machine = json.loads((tmp_path / "run.json").read_text())["invocations"][-1]["machine"]
+    assert machine["cpu_flags"] == cpu_info()["flags"] and machine["llamacpp_stock_repack"] is repack_allowed()
+    assert f"[{' '.join(cpu_info()['flags'])}]" in (tmp_path / "report.md").read_text()

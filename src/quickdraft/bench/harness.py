@@ -38,9 +38,11 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from ..cpu import cpu_info
 from ..errors import QuickdraftError
 from . import methods as methods_mod
 from . import workloads as workloads_mod
+from .llamacpp_stock import repack_allowed, stock_llama
 from .methods import METHODS, Method
 
 RED, RESET = "\033[31m", "\033[0m"
@@ -164,14 +166,9 @@ def row_key(row: dict) -> tuple[str, str, str, int]:
 # -- machine, versions, models ------------------------------------------------------------------------
 
 def machine_info() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """The machine a run ran on: the CPU's model and the flags that change kernels and ratios (quickdraft.cpu),
+    memory, and whether llama.cpp baselines could load stock repacked weights (bench/llamacpp_stock.py)."""
+    info_cpu = cpu_info()
     mem = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -179,8 +176,12 @@ def machine_info() -> dict[str, Any]:
                 mem = round(int(line.split()[1]) / 2**20, 1)
     except OSError:
         pass
-    info: dict[str, Any] = {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(),
-                            "memory_gib": mem, "hostname": platform.node()}
+    info: dict[str, Any] = {"platform": platform.platform(), "cpu": info_cpu["model"], "cpu_flags": info_cpu["flags"],
+                            "cores": os.cpu_count(), "memory_gib": mem, "hostname": platform.node()}
+    try:
+        info["llamacpp_stock_repack"] = repack_allowed()
+    except (ImportError, OSError):  # llama-cpp-python is optional
+        pass
     try:
         import torch
 
@@ -450,19 +451,12 @@ class Session:
         return tokens, finish, len(ids), counts, times, {}
 
     def _llama_cpp(self, method: Method, messages, prediction, seed: int):  # pragma: no cover - needs llama-cpp-python
-        from llama_cpp import Llama
-        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-
         ids = self.prompt_ids(messages)
         lookup = method.kwargs.get("num_pred_tokens")
         key = f"lookup{lookup}" if lookup else "plain"
         if key not in self._llama:
-            draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup) if lookup else None
-            # logits_all with a draft model: llama-cpp-python 0.3.36 turns it on itself for drafting but sizes
-            # its score buffer from the argument, and overflows it on the first prompt longer than n_batch
-            self._llama[key] = Llama(model_path=str(self.gguf_path()), n_ctx=self.gen.runner.max_context,
-                                     n_threads=os.cpu_count(), draft_model=draft, logits_all=draft is not None,
-                                     verbose=False)
+            self._llama[key] = stock_llama(self.gguf_path(), n_ctx=self.gen.runner.max_context,
+                                           threads=os.cpu_count() or 1, num_pred_tokens=lookup)
         llm = self._llama[key]
         eos = set(self.gen.tokenizer.eos_token_ids) | {llm.token_eos()}
         tokens: list[int] = []

@@ -174,8 +174,14 @@ def _setup(meta: dict, rows: list[dict]) -> list[str]:
         lines += ["Command line(s), oldest first:", "", "```"] + [" ".join(i.get("argv") or ["(library call)"]) for i in inv] + ["```", ""]
     m = last.get("machine", {})
     if m:
-        lines.append(f"- Machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('memory_gib')} GiB memory, "
+        flags = m.get("cpu_flags")
+        lines.append(f"- Machine: {m.get('cpu')}" + (f" [{' '.join(flags)}]" if flags else " [CPU flags not recorded]")
+                     + f", {m.get('cores')} cores, {m.get('memory_gib')} GiB memory, "
                      f"{m.get('platform')}, torch threads {m.get('torch_threads')}" + (f", GPU {m['gpu']}" if m.get("gpu") else ""))
+        if m.get("llamacpp_stock_repack") is False and any(r.get("engine") == "llama.cpp" for r in rows):
+            lines.append("- llama.cpp baselines ran **without repacked weights (no repack)**: this build has llama.cpp's "
+                         "AMX kernels, whose repacked buffers crash during decoding here, so they were loaded with "
+                         "`use_extra_bufts = False` (docs/llamacpp.md, \"Stock baselines on CPUs with AMX\").")
     v = last.get("versions", {})
     if v:
         lines.append("- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val))
