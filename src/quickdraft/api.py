@@ -15,12 +15,13 @@ from typing import Any, Iterator, Literal, Sequence, Union
 
 from .acceptance import Acceptance
 from .core import Stats
-from .drafters.base import Drafter, FirstOf, NoDrafter
+from .drafters.base import Drafter
+from .drafters.build import DRAFTER_NAMES, NEEDS_DRAFT_MODEL, build_drafter, check_drafter, resolve_auto
 from .drafters.draft_model import DraftModelConfig, DraftModelDrafter
-from .drafters.ngram import LookupConfig, PromptLookupDrafter
+from .drafters.ngram import LookupConfig
 from .drafters.phrase_pool import PhrasePool
 from .drafters.phrases import OuroborosConfig, OuroborosDrafter
-from .drafters.prediction import PredictionConfig, PredictionDrafter
+from .drafters.prediction import PredictionConfig
 from .engine import Limits, check_prompt, generate as engine_generate
 from .errors import QuickdraftError
 from .runners.base import Runner, supports_trees
@@ -32,8 +33,6 @@ from .tokenizer import Tokenizer
 Message = dict[str, Any]
 Prompt = Union[str, Sequence[Message]]
 DrafterName = Literal["auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none"]
-DRAFTER_NAMES = ("auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none")
-NEEDS_DRAFT_MODEL = ("draft-model", "ouroboros")
 
 
 @dataclass(frozen=True)
@@ -141,37 +140,23 @@ class Generator:
             if pred_text is not None:
                 raise QuickdraftError("prediction was given together with a custom drafter object; pass one or the other")
             return drafter
-        if drafter not in DRAFTER_NAMES:
-            raise QuickdraftError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}; got {drafter!r}")
-        if drafter in ("prediction", "prediction+lookup") and pred_text is None:
-            raise QuickdraftError("drafter 'prediction' needs a prediction")
-        if drafter in ("lookup", *NEEDS_DRAFT_MODEL, "none") and pred_text is not None:
-            raise QuickdraftError(f"a prediction was given but drafter {drafter!r} would ignore it; use 'auto' or 'prediction'")
-        if drafter in NEEDS_DRAFT_MODEL and self.draft_runner is None:
-            raise QuickdraftError(f"drafter {drafter!r} needs a draft model: load the model with draft_model=... "
-                                  "(CLI: --draft-model ALIAS|PATH)")
+        check_drafter(drafter, pred_text is not None, self.draft_runner is not None)
         if not isinstance(draft, DraftModelConfig):
             raise QuickdraftError(f"draft must be a DraftModelConfig; got {type(draft).__name__}")
         if not isinstance(ouroboros, OuroborosConfig):
             raise QuickdraftError(f"ouroboros must be an OuroborosConfig; got {type(ouroboros).__name__}")
         if not isinstance(pool_scope, str):
             raise QuickdraftError(f"pool_scope must be a string; got {type(pool_scope).__name__}")
-        config = PredictionConfig.for_policy(policy)  # validates the policy name
-        parts: list[Drafter] = []
-        if drafter == "auto":  # measured: lookup in the gaps of a prediction did not pay (docs/benchmarks.md)
-            drafter = "prediction" if pred_text is not None else "draft-model" if self.draft_runner else "lookup"
+        drafter = resolve_auto(drafter, pred_text is not None, self.draft_runner is not None)
         if drafter == "draft-model":
+            PredictionConfig.for_policy(policy)  # validates the policy name, as for every drafter
             return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, sampling, draft)
         if drafter == "ouroboros":
+            PredictionConfig.for_policy(policy)
             return OuroborosDrafter(self.draft_runner, self.phrase_pool(ouroboros, pool_scope), ouroboros,
                                     trees_on_target=supports_trees(self.runner), costs=self.pass_costs)
-        if drafter in ("prediction", "prediction+lookup"):
-            parts.append(PredictionDrafter(self.tokenizer.encode(pred_text, add_special_tokens=False), config))
-        if drafter in ("lookup", "prediction+lookup"):
-            parts.append(PromptLookupDrafter(lookup))
-        if not parts:
-            return NoDrafter()
-        return parts[0] if len(parts) == 1 else FirstOf(parts)
+        ids = None if pred_text is None else self.tokenizer.encode(pred_text, add_special_tokens=False)
+        return build_drafter(drafter, ids, policy, lookup)
 
     # -- generation ---------------------------------------------------------------------------
     def stream(

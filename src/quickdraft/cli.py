@@ -202,6 +202,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.engine == "vllm":
+        return _serve_vllm(args)
     import uvicorn
 
     from .server import ServerLimits, create_app
@@ -219,6 +221,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"quickdraft: serving {name!r} at http://{args.host}:{args.port}/v1"
           f"{' (API key required)' if api_key else ''}", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _serve_vllm(args: argparse.Namespace) -> int:
+    """--engine vllm: checks its options, resolves the model, then becomes vLLM's server (vllm/serve.py)."""
+    from . import models
+    from .vllm.serve import ServeConfig, exec_server, split_args, vllm_python
+
+    engine_only = [flag for flag, value, default in (
+        ("--runner", args.runner, "transformers"), ("--draft-model", args.draft_model, None),
+        ("--draft-runner", args.draft_runner, None), ("--draft-precision", args.draft_precision, None),
+        ("--threads", args.threads, None), ("--kernels", args.kernels, "auto")) if value != default]
+    if engine_only:
+        raise QuickdraftError(f"{', '.join(engine_only)} apply to quickdraft's own engine, not to --engine vllm "
+                              "(pass vLLM's own options with --vllm-args)")
+    config = ServeConfig(model="", served_name=args.model_name or args.model, host=args.host, port=args.port,
+                         api_key=args.api_key or os.environ.get("QUICKDRAFT_API_KEY") or None,
+                         max_context=args.max_context, num_speculative_tokens=args.num_speculative_tokens,
+                         drafter=args.drafter, policy=args.policy, vllm_args=split_args(args.vllm_args))
+    vllm_python()  # vLLM is there, before a model is pulled
+    exec_server(dataclasses.replace(config, model=str(models.resolve(args.model))))
     return 0
 
 
@@ -343,6 +366,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds from arrival to the last token, queue wait included (default 600)")
     v.add_argument("--max-body-bytes", type=int, default=8 << 20, help="larger request bodies get 413 (default 8 MiB)")
     v.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    e = v.add_argument_group("vLLM (--engine vllm: docs/vllm.md)")
+    e.add_argument("--engine", choices=["quickdraft", "vllm"], default="quickdraft",
+                   help="quickdraft: this engine, one request at a time, every method (the default); vllm: vLLM's "
+                   "server (batching, tensor parallel) with quickdraft's drafters and `prediction`")
+    e.add_argument("--drafter", default="auto", choices=["auto", "prediction", "lookup", "prediction+lookup", "none"],
+                   help="vllm: the drafter of requests that choose none (vllm_xargs qd_drafter); auto: the prediction "
+                   "if given, else prompt lookup")
+    e.add_argument("--policy", default="default", choices=["default", "openai"], help="vllm: the prediction policy")
+    e.add_argument("--num-speculative-tokens", type=int, default=32,
+                   help="vllm: the most draft tokens one step verifies per request (default 32)")
+    e.add_argument("--vllm-args", metavar="ARGS", help="vllm: more options for vLLM's server, as one string "
+                   "(e.g. '--tensor-parallel-size 2 --dtype bfloat16')")
     v.set_defaults(func=cmd_serve)
 
     m = sub.add_parser("models", help="list, pull or remove packaged models")

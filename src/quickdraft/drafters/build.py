@@ -1,0 +1,70 @@
+"""Drafters from a name, a prediction and settings: one factory for every place that drafts.
+
+quickdraft's own engine (api.Generator) and the vLLM plugin (quickdraft/vllm/) both build their drafters
+here, so the same request gets the same drafter objects whichever engine verifies them. This module
+builds the drafters that need nothing but tokens (prediction, prompt lookup, both, none); the ones that
+need a second model (draft-model, ouroboros) are built by the Generator, which owns that model.
+
+    >>> build_drafter("prediction+lookup", prediction_ids=[5, 6, 7])   # FirstOf(prediction, lookup)
+    >>> build_drafter("auto", prediction_ids=None)                    # PromptLookupDrafter
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..errors import QuickdraftError
+from .base import Drafter, FirstOf, NoDrafter
+from .ngram import LookupConfig, PromptLookupDrafter
+from .prediction import PredictionConfig, PredictionDrafter
+
+DRAFTER_NAMES = ("auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none")
+NEEDS_DRAFT_MODEL = ("draft-model", "ouroboros")
+TOKEN_DRAFTERS = ("auto", "prediction", "lookup", "prediction+lookup", "none")  # what build_drafter builds
+
+
+def check_drafter(drafter: str, has_prediction: bool, has_draft_model: bool) -> None:
+    """Refuse a drafter name that cannot serve this request, before any work (the messages callers see)."""
+    if drafter not in DRAFTER_NAMES:
+        raise QuickdraftError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}; got {drafter!r}")
+    if drafter in ("prediction", "prediction+lookup") and not has_prediction:
+        raise QuickdraftError(f"drafter {drafter!r} needs a prediction")
+    if drafter in ("lookup", *NEEDS_DRAFT_MODEL, "none") and has_prediction:
+        raise QuickdraftError(f"a prediction was given but drafter {drafter!r} would ignore it; use 'auto' or 'prediction'")
+    if drafter in NEEDS_DRAFT_MODEL and not has_draft_model:
+        raise QuickdraftError(f"drafter {drafter!r} needs a draft model: load the model with draft_model=... "
+                              "(CLI: --draft-model ALIAS|PATH)")
+
+
+def resolve_auto(drafter: str, has_prediction: bool, has_draft_model: bool) -> str:
+    """"auto": the prediction when there is one, else the draft model if loaded, else prompt lookup.
+    Measured: lookup in the gaps of a prediction did not pay (docs/benchmarks.md)."""
+    if drafter != "auto":
+        return drafter
+    return "prediction" if has_prediction else "draft-model" if has_draft_model else "lookup"
+
+
+def build_drafter(drafter: str, prediction_ids: Sequence[int] | None, policy: str = "default",
+                  lookup: LookupConfig = LookupConfig()) -> Drafter:
+    """A fresh drafter (per request) for a name in TOKEN_DRAFTERS; prediction_ids: the prediction, tokenized.
+
+    Raises QuickdraftError for a name this factory does not build, a policy that does not exist, or a
+    prediction that the drafter would need or ignore.
+    """
+    if drafter in NEEDS_DRAFT_MODEL:
+        raise QuickdraftError(f"drafter {drafter!r} needs a draft model, which build_drafter does not load; "
+                              f"use one of {', '.join(TOKEN_DRAFTERS)}")
+    has_prediction = prediction_ids is not None
+    check_drafter(drafter, has_prediction, has_draft_model=False)
+    drafter = resolve_auto(drafter, has_prediction, has_draft_model=False)
+    if not isinstance(lookup, LookupConfig):
+        raise QuickdraftError(f"lookup must be a LookupConfig; got {type(lookup).__name__}")
+    config = PredictionConfig.for_policy(policy)  # validates the policy name
+    parts: list[Drafter] = []
+    if drafter in ("prediction", "prediction+lookup"):
+        parts.append(PredictionDrafter(list(prediction_ids), config))
+    if drafter in ("lookup", "prediction+lookup"):
+        parts.append(PromptLookupDrafter(lookup))
+    if not parts:
+        return NoDrafter()
+    return parts[0] if len(parts) == 1 else FirstOf(parts)

