@@ -157,6 +157,7 @@ class QuickdraftOptions(BaseModel):
     acceptance: Literal["exact", "mentored"] = "exact"  # mentored: lossy, sampling only
     kl_bound: float | None = Field(None, ge=0, allow_inf_nan=False)  # per-token KL bound for mentored
     ouroboros: OuroborosOptions | None = None  # settings of drafter "ouroboros"
+    draft_sizing: Literal["auto", "cost", "off"] = "auto"  # drafts capped by measured pass costs, or as proposed
 
 
 class BaseRequest(BaseModel):
@@ -290,6 +291,7 @@ def generation_options(req: BaseRequest, *, default_max_tokens: int) -> dict[str
         kl_bound=ext.kl_bound,
         ouroboros=ext.ouroboros.config() if ext.ouroboros is not None else OuroborosConfig(),
         pool_scope=_pool_scope(req, ext),
+        draft_sizing=ext.draft_sizing,
         sampling=SamplingParams(
             temperature=1.0 if req.temperature is None else req.temperature,
             top_p=1.0 if req.top_p is None else req.top_p,
