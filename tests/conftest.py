@@ -13,8 +13,17 @@ VOCAB = 96
 
 
 def tiny_model(arch: str, seed: int = 0):
-    """arch: llama, qwen2 or gemma3; "qwen2-onednn": its Linear layers packed (runners.hf.use_kernels)."""
+    """arch: llama, qwen2 or gemma3; "qwen2-onednn": its Linear layers packed (runners.hf.use_kernels);
+    "llama-bf16": in bfloat16 as the runner loads it (eager attention, layers padded where their shape is not
+    row-invariant: runners/invariance.py)."""
     arch, _, kernels = arch.partition("-")
+    if kernels == "bf16":
+        from quickdraft.runners.invariance import pad_where_needed
+
+        model = tiny_model(arch, seed).to(torch.bfloat16)
+        model.set_attn_implementation("eager")
+        pad_where_needed(model)
+        return model
     if kernels:
         from quickdraft.runners.hf import use_kernels
 
@@ -40,10 +49,10 @@ def tiny_model(arch: str, seed: int = 0):
     return model.eval()
 
 
-@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen2-onednn"])
+@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen2-onednn", "llama-bf16", "qwen2-bf16"])
 def tiny(request):
-    """Each test on both architectures, and once more with the Linear layers packed for oneDNN (the
-    default kernels of a loaded float32 model)."""
+    """Each test on both architectures, once more with the Linear layers packed for oneDNN (the default
+    kernels of a loaded float32 model), and in bfloat16 as dtype "bf16" loads them."""
     return tiny_model(request.param)
 
 

@@ -69,10 +69,12 @@ def test_int8_copy_drafts_exactly(tiny):
     prompt = prompt_of(9, seed=1)
     ref = reference_greedy(tiny, prompt, N)
     stats = Stats()
-    int8 = quantize_for_drafting(copy.deepcopy(tiny), "int8")
+    int8 = quantize_for_drafting(copy.deepcopy(tiny).float(), "int8")  # a draft is loaded in float32, then int8
     out, _ = run(tiny, prompt, drafter(int8, DraftModelConfig(k=4, min_confidence=0, min_joint=0)), stats=stats)
     assert out == ref
-    assert stats.accepted_prediction_tokens > 2 * stats.rejected_prediction_tokens  # it mostly agrees
+    # it mostly agrees (a bf16 target rounds each layer where its int8 copy does not: less, still mostly)
+    factor = 1 if tiny.dtype == torch.bfloat16 else 2
+    assert stats.accepted_prediction_tokens > factor * stats.rejected_prediction_tokens
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
@@ -397,3 +399,16 @@ def test_making_a_drafter_leaves_the_shared_draft_runner_alone():
     runner.prefill([1, 2, 3])
     DraftModelDrafter(runner, 64, SamplingParams(temperature=1.0, seed=1))
     assert runner.length == 3
+
+
+@pytest.mark.parametrize("seed", [2**64 - 1, -1, 2**63])
+def test_the_largest_and_negative_seeds_are_taken(tiny, seed):
+    """The draft model draws from seed + 1: at the largest seed the server accepts (2**64 - 1) that overflowed
+    torch's seed (a 500 from the server's worker); it wraps modulo 2**64, as torch reads negative seeds."""
+    d = drafter(tiny, sampling=SamplingParams(temperature=1.0, seed=seed))
+    d.begin(prompt_of(5))
+    draft = d.propose(prompt_of(5), 4)
+    assert len(draft) >= 1
+    again = drafter(tiny, sampling=SamplingParams(temperature=1.0, seed=seed))
+    again.begin(prompt_of(5))
+    assert again.propose(prompt_of(5), 4).tokens == draft.tokens  # reproducible

@@ -16,11 +16,9 @@ import json
 import math
 import os
 import platform
-import signal
 import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,7 +33,8 @@ from quickdraft.drafters.build import build_drafter
 from quickdraft.errors import QuickdraftError
 from quickdraft.vllm.patches import PROPOSER, prediction_counts
 from quickdraft.vllm.proposer import check_server_defaults, cut_draft, observe_step, request_drafter
-from quickdraft.vllm.serve import VENV, ServeConfig, command
+from quickdraft.vllm import serve
+from quickdraft.vllm.serve import VENV, ServeConfig, command, launched
 
 K = 8  # num_speculative_tokens of the test server
 MAX_TOKENS = 96
@@ -140,39 +139,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def running(argv: list[str], log: Path, port: int, env: dict[str, str] | None = None):
-    """A server process (its own process group) until the block ends; fails with its log if it does not start."""
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", **(env or {})}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
+def running(argv: list[str], log: Path, port: int):
+    with launched(argv, log, env={"VLLM_CPU_KVCACHE_SPACE": "1"}) as proc:
         yield proc
-    finally:
-        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
-            try:
-                os.killpg(proc.pid, sig)  # vLLM's engine core and worker too
-                proc.wait(wait)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
 
 
-def wait_ready(proc: subprocess.Popen, port: int, log: Path, timeout: float = 420) -> str:
-    import httpx
-
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            pytest.fail(f"the vLLM server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return f"http://127.0.0.1:{port}/v1"
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    pytest.fail(f"the vLLM server did not answer /health in {timeout} s:\n{log.read_text()[-4000:]}")
+def wait_ready(proc, port: int, log: Path) -> str:
+    try:
+        return serve.wait_ready(proc, port, log, timeout=420)
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 def save_tiny_llama(folder: Path) -> Path:
@@ -388,7 +364,7 @@ def test_bad_requests_get_400_with_an_error_object_and_the_server_stays_up(serve
 
 
 def test_per_request_drafter_choice(servers, plain):
-    prompt, (text, ids, _) = PROMPTS[1], plain[PROMPTS[1]]
+    prompt, (text, _, _) = PROMPTS[1], plain[PROMPTS[1]]
     none = chat(servers[1], prompt, extra_body={"vllm_xargs": {"qd_drafter": "none"}})
     assert none.choices[0].message.content == text
     assert (none.usage.completion_tokens_details.accepted_prediction_tokens,

@@ -16,7 +16,7 @@ from typing import Any, Iterator, Literal, Sequence, Union
 from .acceptance import Acceptance
 from .core import Stats
 from .drafters.base import Drafter
-from .drafters.build import DRAFTER_NAMES, NEEDS_DRAFT_MODEL, build_drafter, check_drafter, resolve_auto
+from .drafters.build import DRAFTER_NAMES, NEEDS_DRAFT_MODEL, build_drafter, check_drafter, resolve_auto  # noqa: F401 (names re-exported)
 from .drafters.draft_model import DraftModelConfig, DraftModelDrafter
 from .drafters.ngram import LookupConfig
 from .drafters.phrase_pool import PhrasePool
@@ -24,6 +24,7 @@ from .drafters.phrases import OuroborosConfig, OuroborosDrafter
 from .drafters.prediction import PredictionConfig
 from .engine import Limits, check_prompt, generate as engine_generate
 from .errors import QuickdraftError
+from .options import RUNNERS, LoadOptions  # noqa: F401 (RUNNERS re-exported)
 from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, sizing_for
@@ -294,18 +295,16 @@ def _segments(out: list[int], flags: list[bool], decode, text: str) -> list[tupl
     return segs
 
 
-RUNNERS = ("transformers", "llama.cpp")
-
-
 def load(model: str | None = None, *, runner: str = "transformers", draft_model: str | None = None,
          draft_runner: str | None = None, draft_precision: str | None = None, max_context: int | None = None,
-         threads: int | None = None, kernels: str = "auto", progress: bool = True) -> Generator:
+         threads: int | None = None, kernels: str = "auto", dtype: str = "auto", progress: bool = True) -> Generator:
     """Load a packaged alias, a transformers folder or a .gguf file (default: models.DEFAULT_MODEL).
 
-    runner: "transformers" (float32 weights; GGUF files are converted once) or "llama.cpp" (the GGUF
-    run by llama.cpp as it is, 4-bit: a one-token pass 3-4x cheaper than float32 on a CPU, but passes
-    of many tokens and prefill cost more than on a stock llama.cpp build, for exactness; see
-    docs/llamacpp.md; installed by scripts/setup.sh). Every drafter and acceptance rule works on both.
+    The options are those of quickdraft.options.LoadOptions, checked there before anything loads:
+    runner: "transformers" (GGUF files are converted once) or "llama.cpp" (the GGUF run by llama.cpp as it
+    is, 4-bit: a one-token pass 3-4x cheaper than float32 on a CPU, but passes of many tokens and prefill
+    cost more than on a stock llama.cpp build, for exactness; see docs/llamacpp.md; installed by
+    scripts/setup.sh). Every drafter and acceptance rule works on both.
     draft_model: a smaller model with the same tokenizer (alias, folder or .gguf) for speculative
     decoding (drafter="draft-model"); refused before any weights load if its vocabulary differs.
     draft_runner: the draft model's runner (default: the target's); the two may differ.
@@ -313,55 +312,45 @@ def load(model: str | None = None, *, runner: str = "transformers", draft_model:
     token on a CPU) or "fp32". A llama.cpp draft runs its GGUF's own quantisation. The target decides
     every token, so the draft's precision changes speed, never the output.
     threads: llama.cpp threads (default: every core this process may use).
-    kernels: a transformers model's Linear layers: "onednn" (weights packed once in oneDNN's layout:
-    on the project's CPU a 1.5B pass is 1.17x faster for one token, 1.2-1.8x for a verification pass
-    of 2-32 tokens), "torch" (as transformers loads them), "auto" (onednn where torch has it). For the
+    kernels: a float32 transformers model's Linear layers: "onednn" (weights packed once in oneDNN's
+    layout: on the project's CPU a 1.5B pass is 1.17x faster for one token, 1.2-1.8x for a verification
+    pass of 2-32 tokens), "torch" (as transformers loads them), "auto" (onednn where torch has it). For the
     target and a float32 draft model; the numbers differ from torch's by rounding, the same for every
     method, so outputs stay identical to plain decoding on the same kernels.
+    dtype: the transformers target's precision, "fp32", "bf16" or "auto" (fp32 for now; options.py says why).
     """
+    return load_with(model, LoadOptions(runner, draft_model, draft_runner, draft_precision, max_context, threads,
+                                        kernels, dtype), progress=progress)
+
+
+def load_with(model: str | None, options: LoadOptions, progress: bool = True) -> Generator:
+    """`load` for a LoadOptions already made (the CLI, the server and the bench make theirs first)."""
     from .drafters.draft_model import check_vocabularies
     from .models import DEFAULT_MODEL
-    from .runners.hf import DRAFT_PRECISIONS, KERNELS
 
-    draft_runner = draft_runner or runner
-    for what, kind in (("runner", runner), ("draft_runner", draft_runner)):
-        if kind not in RUNNERS:
-            raise QuickdraftError(f"{what} must be one of {', '.join(RUNNERS)}; got {kind!r}")
-    if draft_precision is not None:
-        if draft_precision not in DRAFT_PRECISIONS:
-            raise QuickdraftError(f"draft_precision must be one of {', '.join(DRAFT_PRECISIONS)}; got {draft_precision!r}")
-        if draft_model is None or draft_runner != "transformers":
-            raise QuickdraftError("draft_precision applies to a draft model on the transformers runner "
-                                  "(a llama.cpp draft runs its GGUF's own quantisation)")
-    if kernels not in KERNELS:
-        raise QuickdraftError(f"kernels must be one of {', '.join(KERNELS)}; got {kernels!r}")
-    if kernels == "onednn" and "transformers" not in (runner, draft_runner if draft_model else None):
-        raise QuickdraftError("kernels applies to the transformers runner (llama.cpp runs its own)")
-    if threads is not None and "llama.cpp" not in (runner, draft_runner if draft_model else None):
-        raise QuickdraftError("threads applies to the llama.cpp runner (runner='llama.cpp')")
     name = model or DEFAULT_MODEL
-    target = _Opened(runner, name, max_context, threads, kernels, progress)
-    draft = None if draft_model is None else _Opened(draft_runner, draft_model, max_context, threads, kernels, progress)
+    o = options
+    target = _Opened(o.runner, name, o, progress)
+    draft = None if o.draft_model is None else _Opened(o.draft_runner or o.runner, o.draft_model, o, progress)
     if draft is not None:
-        check_vocabularies(target.vocab(), draft.vocab(), name, draft_model)
-    return Generator(target.runner(), target.tokenizer(), name=name,
-                     draft_runner=None if draft is None else draft.runner(draft_precision or "int8"),
-                     draft_name=draft_model)
+        check_vocabularies(target.vocab(), draft.vocab(), name, o.draft_model)
+    return Generator(target.runner(dtype=o.target_dtype), target.tokenizer(), name=name,
+                     draft_runner=None if draft is None else draft.runner(draft_precision=o.draft_precision or "int8"),
+                     draft_name=o.draft_model)
 
 
 class _Opened:
     """A model whose files are found (pulled or converted if need be) and whose vocabulary can be
     read before any weights are loaded (transformers) or cheaply (llama.cpp maps the file)."""
 
-    def __init__(self, kind: str, name: str, max_context: int | None, threads: int | None, kernels: str,
-                 progress: bool):
+    def __init__(self, kind: str, name: str, options: LoadOptions, progress: bool):
         from . import models
 
-        self.kind, self.max_context, self.kernels = kind, max_context, kernels
+        self.kind, self.max_context, self.kernels = kind, options.max_context, options.kernels
         if kind == "llama.cpp":
             from .runners.llamacpp import LlamaCppConfig, LlamaCppModel
 
-            self.config = LlamaCppConfig(max_context=max_context, threads=threads)  # validated before the load
+            self.config = LlamaCppConfig(max_context=options.max_context, threads=options.threads)  # before the load
             self.llm = LlamaCppModel(models.gguf_file(name, progress=progress))
         else:
             from transformers import AutoTokenizer
@@ -391,8 +380,9 @@ class _Opened:
             eos = GenerationConfig.from_model_config(AutoConfig.from_pretrained(self.path)).eos_token_id
         return HFTokenizer(self.hf_tok, [] if eos is None else ([eos] if isinstance(eos, int) else list(eos)))
 
-    def runner(self, draft_precision: str | None = None) -> Runner:
-        """The loaded runner; draft_precision: quantise a transformers draft model for drafting."""
+    def runner(self, draft_precision: str | None = None, dtype: str = "fp32") -> Runner:
+        """The loaded runner; draft_precision: quantise a transformers draft model for drafting; dtype: a
+        transformers target's precision ("fp32" or "bf16")."""
         if self.kind == "llama.cpp":
             from .runners.llamacpp import LlamaCppRunner
 
@@ -400,8 +390,10 @@ class _Opened:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from .runners.hf import HFRunner, quantize_for_drafting, use_kernels
+        from .runners.hf import HFRunner, bf16_runner, quantize_for_drafting, use_kernels
 
+        if dtype == "bf16":
+            return bf16_runner(self.path, self.max_context)
         model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
         if draft_precision not in (None, "fp32"):
             model = quantize_for_drafting(model, draft_precision)  # int8 Linear layers: their own kernels

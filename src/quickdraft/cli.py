@@ -45,11 +45,18 @@ def _prompt_text(args: argparse.Namespace) -> str:
 
 def _load(args: argparse.Namespace):
     """The Generator that the model options of generate, serve and bench ask for."""
-    from .api import load
+    from .api import load_with
 
-    return load(args.model, runner=args.runner, draft_model=args.draft_model, draft_runner=args.draft_runner,
-                draft_precision=args.draft_precision, max_context=getattr(args, "max_context", None),
-                threads=args.threads, kernels=args.kernels)
+    return load_with(args.model, _load_options(args))
+
+
+def _load_options(args: argparse.Namespace):
+    """The LoadOptions of generate, serve and bench: every model option checked before anything loads."""
+    from .options import LoadOptions
+
+    return LoadOptions(runner=args.runner, draft_model=args.draft_model, draft_runner=args.draft_runner,
+                       draft_precision=args.draft_precision, max_context=getattr(args, "max_context", None),
+                       threads=args.threads, kernels=args.kernels, dtype=args.dtype)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -233,13 +240,14 @@ def _serve_vllm(args: argparse.Namespace) -> int:
         ("--runner", args.runner, "transformers"), ("--draft-model", args.draft_model, None),
         ("--draft-runner", args.draft_runner, None), ("--draft-precision", args.draft_precision, None),
         ("--threads", args.threads, None), ("--kernels", args.kernels, "auto")) if value != default]
+    dtype = {"auto": (), "bf16": ("--dtype", "bfloat16"), "fp32": ("--dtype", "float32")}[args.dtype]
     if engine_only:
         raise QuickdraftError(f"{', '.join(engine_only)} apply to quickdraft's own engine, not to --engine vllm "
                               "(pass vLLM's own options with --vllm-args)")
     config = ServeConfig(model="", served_name=args.model_name or args.model, host=args.host, port=args.port,
                          api_key=args.api_key or os.environ.get("QUICKDRAFT_API_KEY") or None,
                          max_context=args.max_context, num_speculative_tokens=args.num_speculative_tokens,
-                         drafter=args.drafter, policy=args.policy, vllm_args=split_args(args.vllm_args))
+                         drafter=args.drafter, policy=args.policy, vllm_args=dtype + split_args(args.vllm_args))
     vllm_python()  # vLLM is there, before a model is pulled
     exec_server(dataclasses.replace(config, model=str(models.resolve(args.model))))
     return 0
@@ -274,11 +282,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     command += ["--draft-precision", args.draft_precision] if args.draft_precision else []
     command += ["--threads", str(args.threads)] if args.threads else []
     command += ["--kernels", args.kernels] if args.kernels != "auto" else []
+    command += ["--dtype", args.dtype] if args.dtype != "auto" else []
     command += ["--data", args.data] if args.data else []
     # Every option is checked here, before any model loads.
     config = harness.prepare(args.model, args.workloads, args.methods, args.out, data=args.data,
                              draft_model=args.draft_model, draft_precision=args.draft_precision, runner=args.runner,
-                             kernels=args.kernels, limit=args.limit,
+                             kernels=args.kernels, dtype=args.dtype, limit=args.limit,
                              max_new_tokens=args.max_new_tokens, repeats=args.repeats, temperature=args.temperature,
                              progress=not args.no_progress, argv=command)
     gen = _load(args)
@@ -429,6 +438,9 @@ def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-precision", choices=["int8", "fp32"], default=None,
                    help="precision of a transformers draft model (default int8: ~4x cheaper on a CPU; never changes "
                    "the output)")
+    p.add_argument("--dtype", choices=["auto", "bf16", "fp32"], default="auto",
+                   help="the transformers target's precision: fp32, bf16 (faster on CPUs with AVX512_BF16 or AMX; not "
+                   "yet exact by construction, docs/runtime.md), auto (fp32 for now)")
     p.add_argument("--kernels", choices=["auto", "onednn", "torch"], default="auto",
                    help="a transformers model's Linear layers: onednn (weights packed once; on a CPU ~1.2x faster "
                    "plain decoding, 1.2-1.8x faster verification passes), torch (as transformers loads them), auto "

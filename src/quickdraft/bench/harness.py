@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..cpu import cpu_info
 from ..errors import QuickdraftError
+from ..options import LoadOptions
 from . import methods as methods_mod
 from . import workloads as workloads_mod
 from .llamacpp_stock import repack_allowed, stock_llama
@@ -49,7 +50,9 @@ RED, RESET = "\033[31m", "\033[0m"
 RUNS_FILE, META_FILE = "runs.jsonl", "run.json"
 SCHEMA = 1
 # Options that decide what a row measures: a resumed run must use the same ones.
-RESUME_KEYS = ("model", "runner", "draft_model", "draft_precision", "kernels", "max_new_tokens", "temperature", "data")
+RESUME_KEYS = ("model", "runner", "draft_model", "draft_precision", "kernels", "dtype", "max_new_tokens", "temperature",
+               "data")
+RESUME_DEFAULTS = {"dtype": "auto"}  # options added later: what runs recorded before them ran with
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class BenchConfig:
     draft_precision: str | None = None  # a transformers draft model's (None: int8)
     runner: str = "transformers"  # the target's runner: "transformers" or "llama.cpp"
     kernels: str = "auto"  # a transformers model's Linear layers (runners.hf.use_kernels)
+    dtype: str = "auto"  # the transformers target's precision (options.LoadOptions)
     limit: int = 5
     max_new_tokens: int = 256
     repeats: int = 3
@@ -78,27 +82,22 @@ class BenchConfig:
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
                 or not 0 < self.temperature < float("inf"):
             raise QuickdraftError(f"temperature (of the sampled methods) must be a number > 0; got {self.temperature!r}")
-        if self.draft_precision not in (None, "int8", "fp32"):
-            raise QuickdraftError(f"draft precision must be int8 or fp32; got {self.draft_precision!r}")
-        from ..api import RUNNERS
-
-        if self.runner not in RUNNERS:
-            raise QuickdraftError(f"runner must be one of {', '.join(RUNNERS)}; got {self.runner!r}")
-        from ..runners.hf import KERNELS
-
-        if self.kernels not in KERNELS:
-            raise QuickdraftError(f"kernels must be one of {', '.join(KERNELS)}; got {self.kernels!r}")
+        # the model options, by the rules every front end uses (made again by the CLI's load)
+        LoadOptions(runner=self.runner, draft_model=self.draft_model, draft_precision=self.draft_precision,
+                    kernels=self.kernels, dtype=self.dtype)
 
 
 def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: str | None = None,
             draft_model: str | None = None, draft_precision: str | None = None, runner: str = "transformers", kernels: str = "auto",
+            dtype: str = "auto",
             limit: int = 5, max_new_tokens: int = 256, repeats: int = 3, temperature: float = 0.7, progress: bool = True,
             argv: Sequence[str] = ()) -> BenchConfig:
     """Check every option (names, numbers, data files, resume compatibility) without loading a model."""
     config = BenchConfig(model=model, workloads=tuple(workloads_mod.select(workloads)),
                          methods=tuple(methods_mod.select(methods)), out=Path(out),
                          data=workloads_mod.data_dir(data), draft_model=draft_model,
-                         draft_precision=draft_precision, runner=runner, kernels=kernels, limit=limit, max_new_tokens=max_new_tokens,
+                         draft_precision=draft_precision, runner=runner, kernels=kernels, dtype=dtype, limit=limit,
+                         max_new_tokens=max_new_tokens,
                          repeats=repeats, temperature=temperature, progress=progress, argv=tuple(argv))
     workloads_mod.check_files(config.data, list(config.workloads))
     # Methods asked for by name or group need their draft model; under "all" they are skipped with a note.
@@ -111,6 +110,7 @@ def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: 
     old = read_meta(config.out).get("config")
     if old:
         new = _resume_view(config)
+        old = {**RESUME_DEFAULTS, **old}
         diff = [k for k in RESUME_KEYS if old.get(k) != new[k]]
         if diff:
             detail = "; ".join(f"{k}: {old.get(k)!r} there, {new[k]!r} now" for k in diff)
@@ -121,7 +121,7 @@ def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: 
 
 def _resume_view(config: BenchConfig) -> dict[str, Any]:
     return {"model": config.model, "runner": config.runner, "draft_model": config.draft_model,
-            "draft_precision": config.draft_precision, "kernels": config.kernels,
+            "draft_precision": config.draft_precision, "kernels": config.kernels, "dtype": config.dtype,
             "max_new_tokens": config.max_new_tokens, "temperature": config.temperature,
             "data": str(config.data.resolve())}
 
@@ -596,7 +596,9 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
     meta.setdefault("invocations", []).append({
         "argv": list(config.argv), "started": _now(), "machine": machine_info(), "versions": versions(),
         "workloads": list(config.workloads), "methods": [m.name for m in runnable], "limit": config.limit,
-        "repeats": config.repeats, "kernels": getattr(gen.runner, "kernels", None), "notes": summary.notes, "methods_skipped": [n for n in config.methods
+        "repeats": config.repeats, "kernels": getattr(gen.runner, "kernels", None),
+        "dtype": getattr(gen.runner, "dtype", None), "row_invariant": getattr(gen.runner, "row_invariant", None),
+        "notes": summary.notes, "methods_skipped": [n for n in config.methods
                                                                                if n not in {m.name for m in runnable}],
     })
     meta["methods"] = {n: dataclasses.asdict(METHODS[n]) for n in METHODS}

@@ -162,7 +162,10 @@ def _kernels(invocation: dict) -> str:
     """The transformers runner's Linear kernels as the run recorded them (runs before they were
     recorded used torch's; a llama.cpp target records none)."""
     kernels = invocation.get("kernels", "torch")
-    return f"Linear kernels {kernels}, " if kernels else ""
+    dtype = invocation.get("dtype", "fp32" if kernels else None)  # runs before the dtype option were float32
+    invariant = {True: "row-invariant passes (checked at load), ", False: "passes not row-invariant, "}.get(
+        invocation.get("row_invariant"), "")
+    return (f"Linear kernels {kernels}, " if kernels else "") + (f"dtype {dtype}, " if dtype else "") + invariant
 
 
 def _setup(meta: dict, rows: list[dict]) -> list[str]:

@@ -101,7 +101,8 @@ class DraftModelDrafter:
         if not self.sampling.greedy:
             # Its own stream of random numbers, reproducible from the seed, independent of the target's.
             self.rng = torch.Generator()
-            self.rng.manual_seed(self.sampling.seed + 1) if self.sampling.seed is not None else self.rng.seed()
+            # seed + 1 modulo 2**64: torch takes seeds below 2**64 and reads negative ones modulo 2**64 already
+            self.rng.manual_seed((self.sampling.seed + 1) % 2**64) if self.sampling.seed is not None else self.rng.seed()
         if len(prompt) > 1:
             self.runner.prefill(prompt[:-1])
             self.cached = list(prompt[:-1])

