@@ -158,3 +158,25 @@ def test_edit_request_puts_the_instruction_after_the_file():
     message, prediction = edit_request("Rename f to g.", "def f():\n    pass\n", "m.py")
     assert prediction == "```python\ndef f():\n    pass\n```"
     assert message.startswith(prediction) and message.index("Rename f to g.") > len(prediction)
+
+
+class ChatBytes(ByteTokenizer):
+    """Bytes with a trivial chat template: "user: {content}\\n"."""
+
+    @property
+    def has_chat_template(self) -> bool:
+        return True
+
+    def encode_chat(self, messages):
+        return self.encode("".join(f"{m['role']}: {m['content']}\n" for m in messages))
+
+
+@pytest.mark.parametrize("prompt, message", [("x" * 64, "context holds 64"), ("", "prompt is empty")])
+def test_a_string_sent_as_chat_is_checked_like_any_prompt(prompt, message):
+    """encode_prompt(str, chat=True) used to return before the empty-prompt and context checks."""
+    tok = ChatBytes()
+    gen = Generator(ScriptedRunner(tok.encode("hello"), 257, tok.eos, max_context=64), tok)
+    with pytest.raises(QuickdraftError, match=message):
+        gen.stream(prompt, chat=True)
+    assert gen.runner.passes == 0
+    assert gen.generate("hi", chat=True, max_new_tokens=3).prompt_token_ids == tok.encode("user: hi\n")

@@ -104,9 +104,10 @@ class Generator:
     # -- request preparation (all validation happens here, before any model work) -----------
     def encode_prompt(self, prompt: Prompt, chat: bool | None = None) -> list[int]:
         if isinstance(prompt, str):
-            if chat:
-                return self.tokenizer.encode_chat([{"role": "user", "content": prompt}])
-            ids = self.tokenizer.encode(prompt)
+            if chat:  # the same checks as any prompt below (an empty string is still refused)
+                ids = self.tokenizer.encode_chat([{"role": "user", "content": prompt}])
+            else:
+                ids = self.tokenizer.encode(prompt)
         elif isinstance(prompt, (list, tuple)):
             if chat is False:
                 raise QuickdraftError("messages need a chat template; pass a string prompt to skip it")
