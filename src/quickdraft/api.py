@@ -16,7 +16,7 @@ from typing import Any, Iterator, Literal, Sequence, Union
 from .acceptance import Acceptance
 from .core import Stats
 from .drafters.base import Drafter
-from .drafters.build import DRAFTER_NAMES, NEEDS_DRAFT_MODEL, build_drafter, check_drafter, resolve_auto  # noqa: F401 (names re-exported)
+from .drafters.build import build_drafter, check_drafter, resolve_auto
 from .drafters.draft_model import DraftModelConfig, DraftModelDrafter
 from .drafters.ngram import LookupConfig
 from .drafters.phrase_pool import PhrasePool
@@ -24,7 +24,7 @@ from .drafters.phrases import OuroborosConfig, OuroborosDrafter
 from .drafters.prediction import PredictionConfig
 from .engine import Limits, check_prompt, generate as engine_generate
 from .errors import QuickdraftError
-from .options import RUNNERS, LoadOptions  # noqa: F401 (RUNNERS re-exported)
+from .options import LoadOptions
 from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, sizing_for

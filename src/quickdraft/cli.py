@@ -78,7 +78,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.acceptance == "mentored" and args.kl_bound is None:
         raise QuickdraftError("--acceptance mentored needs --kl-bound D")
     Acceptance(args.acceptance, args.kl_bound or 0.0).check(sampling)
-    from .api import NEEDS_DRAFT_MODEL
+    from .drafters.build import NEEDS_DRAFT_MODEL
 
     if args.drafter in NEEDS_DRAFT_MODEL and not args.draft_model:
         raise QuickdraftError(f"drafter {args.drafter!r} needs a draft model: pass --draft-model ALIAS|PATH")
@@ -313,7 +313,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .api import DRAFTER_NAMES
+    from .drafters.build import DRAFTER_NAMES
     from .models import ALIASES, DEFAULT_MODEL
     from .bench.methods import GROUPS as BENCH_METHOD_GROUPS, METHODS as BENCH_METHODS
     from .bench.workloads import WORKLOADS as BENCH_WORKLOADS
@@ -426,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
     """The model options shared by generate, serve and bench: runner, draft model, threads."""
-    from .api import RUNNERS
+    from .options import RUNNERS
 
     p.add_argument("--runner", choices=RUNNERS, default="transformers",
                    help="transformers (float32; the default) or llama.cpp (runs the GGUF as it is, 4-bit, with "

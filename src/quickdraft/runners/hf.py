@@ -13,7 +13,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from .. import trees
 from ..errors import UnsupportedModelError
-from ..options import DRAFT_PRECISIONS, KERNELS  # noqa: F401 (re-exported: the one place is options.py)
+from ..options import DRAFT_PRECISIONS, KERNELS
 
 PREFILL_CHUNK = 1024  # tokens per prefill pass: bounds attention memory on long prompts
 

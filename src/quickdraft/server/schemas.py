@@ -19,7 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..api import DRAFTER_NAMES, Result
+from ..api import Result
+from ..drafters.build import DRAFTER_NAMES
 from ..core import Stats
 from ..drafters.draft_model import DraftModelConfig
 from ..drafters.ngram import LookupConfig
