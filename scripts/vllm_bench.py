@@ -7,11 +7,14 @@ Servers (one at a time, each started, measured and stopped; same vLLM options, b
     vllm-ngram        vLLM's own n-gram drafting ("ngram", prompt_lookup 2..5, --ngram-k tokens)
     vllm-quickdraft   `quickdraft serve --engine vllm`: methods vllm+qd-prediction (the edit tasks, the original
                       file as prediction) and vllm+qd-lookup (every task, quickdraft's prompt lookup)
+    vllm-quickdraft-unsized   the same with --draft-sizing off (methods .../off): drafts as the drafters make them
 then quickdraft's own engine in this process, one client: qd-prediction (edits), qd-lookup (every task).
 
 Tasks: the first --limit tasks of refactor, edit_eval and summarization (../shared/data), greedy,
 --max-new-tokens each. At concurrency c, c requests are sent at once (task i % tasks for request i), so
-each request's latency and the batch's throughput are measured under that load. Every vLLM output is
+each request's latency and the batch's throughput are measured under that load; --mixes says which tasks
+the concurrent batches draw from: "all" (every workload; not for predictions, which need an edit) and
+"edits" (the edit tasks only, every method: the like-for-like comparison for predictions). Every vLLM output is
 compared with vllm-plain's single-client output of the same task (identical, token for token of text).
 
 Writes OUT/runs.jsonl (one row per request), OUT/report.md (tables) and OUT/plots/*.png. Timings depend
@@ -47,9 +50,10 @@ def tasks(limit: int, names: list[str]) -> list[tuple[str, W.Task]]:
 def request(url: str, name: str, task: W.Task, method: str, max_tokens: int) -> dict:
     """One chat request; its text, latency and what usage / vLLM's metrics say about drafting."""
     body: dict = {}
-    if method == "vllm+qd-prediction":
+    kind = method.split("/")[0]  # vllm+qd-prediction/off: the unsized server's
+    if kind == "vllm+qd-prediction":
         body["prediction"] = {"type": "content", "content": task.prediction}
-    elif method == "vllm+qd-lookup":
+    elif kind == "vllm+qd-lookup":
         body["vllm_xargs"] = {"qd_drafter": "lookup"}
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=3600)
     t0 = time.perf_counter()
@@ -75,8 +79,11 @@ def run_server(config: str, argv: list[str], methods: list[str], work: list, arg
         print(f"{config}: ready in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         request(url, *work[0], "vllm-plain", 8)  # the first request after loading is slow (issue 19): not timed
         for method in methods:
-            chosen = [(n, t) for n, t in work if n in EDITS or method != "vllm+qd-prediction"]
-            for c in args.clients:
+            predicts = method.startswith("vllm+qd-prediction")
+            for c, mix in [(c, mix) for c in args.clients for mix in (["all"] if c == 1 else args.mixes)]:
+                chosen = [(n, t) for n, t in work if n in EDITS or (mix == "all" and not predicts)]
+                if not chosen or (mix == "all" and predicts and c > 1):
+                    continue
                 batch = [chosen[i % len(chosen)] for i in range(len(chosen) if c == 1 else c)]
                 t0 = time.perf_counter()
                 if c == 1:
@@ -89,14 +96,14 @@ def run_server(config: str, argv: list[str], methods: list[str], work: list, arg
                     key = (name, task.id)
                     if method == "vllm-plain" and c == 1:
                         reference[key] = row["text"]
-                    out = {"engine": "vllm", "server": config, "method": method, "clients": c, "workload": name,
+                    out = {"engine": "vllm", "server": config, "method": method, "clients": c, "mix": mix, "workload": name,
                            "task": task.id, "batch_wall_s": round(wall, 3), "cpu": describe(),
                            "identical": row["text"] == reference[key] if key in reference else None, **row}
                     out.pop("text")
                     sink.write(json.dumps(out) + "\n")
                 sink.flush()
                 tok = sum(r["tokens"] for r in rows)
-                print(f"{method} x{c}: {tok} tokens in {wall:.1f} s ({tok / wall:.1f} tok/s), identical "
+                print(f"{method} x{c} {mix}: {tok} tokens in {wall:.1f} s ({tok / wall:.1f} tok/s), identical "
                       f"{sum(r['text'] == reference.get((n, t.id)) for (n, t), r in zip(batch, rows))}/{len(rows)}",
                       file=sys.stderr, flush=True)
 
@@ -147,14 +154,16 @@ def report(out: Path) -> None:
         for method in sorted({r["method"] for r in one if r["workload"] == workload}):
             rs = [r for r in one if (r["workload"], r["method"]) == (workload, method)]
             lines.append(f"| {method} | {workload} | " + cells(rs, sum(r["seconds"] for r in rs)))
-    lines += ["", "## Concurrent clients", "", "c requests sent at once (tasks in turn, edits and summaries mixed; "
-              "qd-prediction: the edit tasks only). Throughput: all tokens / the batch's wall time.", "",
-              "| method | clients | requests | median latency s | tokens/s | accepted per step | identical |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "## Concurrent clients", "", "c requests sent at once, the tasks in turn; mix all: every workload "
+              "(edits and summaries), edits: the edit tasks only (every method, predictions too). Throughput: all "
+              "tokens / the batch's wall time.", "",
+              "| method | clients | mix | requests | median latency s | tokens/s | accepted per step | identical |",
+              "|---|---|---|---|---|---|---|---|"]
     for c in sorted({r["clients"] for r in rows} - {1}):
-        for method in sorted({r["method"] for r in rows if r["clients"] == c}):
-            rs = [r for r in rows if (r["clients"], r["method"]) == (c, method)]
-            lines.append(f"| {method} | {c} | " + cells(rs, max(r["batch_wall_s"] for r in rs)))
+        for mix in ("all", "edits"):
+            for method in sorted({r["method"] for r in rows if r["clients"] == c and r.get("mix", "all") == mix}):
+                rs = [r for r in rows if (r["clients"], r["method"], r.get("mix", "all")) == (c, method, mix)]
+                lines.append(f"| {method} | {c} | {mix} | " + cells(rs, max(r["batch_wall_s"] for r in rs)))
     (out / "report.md").write_text("\n".join(lines) + "\n")
     plot(rows, out / "plots")
     print(f"wrote {out / 'report.md'} and {out / 'plots'}", file=sys.stderr)
@@ -172,7 +181,8 @@ def plot(rows: list[dict], folder: Path) -> None:
     for method in sorted({r["method"] for r in rows}):
         points = []
         for c in sorted({r["clients"] for r in rows if r["method"] == method}):
-            rs = [r for r in rows if (r["method"], r["clients"]) == (method, c)]
+            rs = [r for r in rows if (r["method"], r["clients"]) == (method, c) and r.get("mix", "all") == "all"]
+            rs = rs or [r for r in rows if (r["method"], r["clients"]) == (method, c)]
             wall = sum(r["seconds"] for r in rs) if c == 1 else max(r["batch_wall_s"] for r in rs)
             points.append((c, sum(r["tokens"] for r in rs) / wall))
         ax.plot(*zip(*points), marker="o", label=method)
@@ -190,6 +200,7 @@ def main() -> None:
     p.add_argument("--workloads", default="refactor,edit_eval,summarization")
     p.add_argument("--max-new-tokens", type=int, default=512)
     p.add_argument("--clients", default="1,4,16", help="concurrency levels (default 1,4,16)")
+    p.add_argument("--mixes", default="all,edits", help="tasks of the concurrent batches: all, edits (default both)")
     p.add_argument("--k", type=int, default=32, help="num_speculative_tokens of the quickdraft server (default 32)")
     p.add_argument("--ngram-k", type=int, default=16, help="num_speculative_tokens of vLLM's n-gram (default 16)")
     p.add_argument("--kv-cache-gib", type=int, default=4)
@@ -201,6 +212,7 @@ def main() -> None:
     if args.report_only:
         return report(out)
     args.clients = [int(c) for c in args.clients.split(",")]
+    args.mixes = args.mixes.split(",")
     folder = str(models.resolve(args.model, progress=False))
     work = tasks(args.limit, args.workloads.split(","))
     python = vllm_python()
@@ -216,6 +228,8 @@ def main() -> None:
                              "--vllm-args", "--dtype bfloat16 --max-model-len 8192 --max-num-seqs 16"],
                             ["vllm+qd-prediction", "vllm+qd-lookup"]),
     }
+    argv, _ = servers["vllm-quickdraft"]
+    servers["vllm-quickdraft-unsized"] = (argv + ["--draft-sizing", "off"], ["vllm+qd-prediction/off", "vllm+qd-lookup/off"])
     reference: dict = {}
     with open(out / "runs.jsonl", "a") as sink:
         for config in args.servers.split(","):

@@ -294,3 +294,64 @@ def test_trim_tries_sizes_larger_than_any_measured():
     assert s.costs.seconds(17, optimistic=True) == pytest.approx(3.19)
     assert len(s.trim(rated([0.97] * 16))) == 16
     assert len(s.trim(rated([0.3] * 16))) == 0
+
+
+# -- a batch of requests (the vLLM proposer) ---------------------------------------------------------
+
+from quickdraft.sizing import DraftRates, StepCosts, batch_lengths, best_count, draft_gains  # noqa: E402
+
+
+def test_best_count_is_the_best_prefix_by_brute_force():
+    rng = random.Random(3)
+    for _ in range(200):
+        gains = sorted((rng.random() for _ in range(rng.randrange(0, 12))), reverse=True)
+        base, a, b = rng.choice([1, 4, 16]), rng.uniform(0.5, 2), rng.uniform(0, 0.5)
+        values = [(base + sum(gains[:n])) / (a + b * n) for n in range(len(gains) + 1)]
+        want = max(range(len(values)), key=lambda n: (values[n], -n))
+        assert best_count(gains, lambda n: a + b * n, base) == want
+
+
+def test_batch_lengths_worked_examples_of_the_module():
+    line = (70.0, 5.6)  # ms: t(T) = 70 + 5.6 T
+    assert batch_lengths([draft_gains((0.9, 0.9), 32)], [32], line) == [11]
+    mixed = [draft_gains((0.9, 0.9), 32)] + [draft_gains((0.5, 0.5), 32)] * 15
+    assert batch_lengths(mixed, [32] * 16, line) == [5] + [0] * 15
+    assert batch_lengths([draft_gains((0.97, 0.97), 32)] * 16, [32] * 16, line) == [6] * 16
+
+
+def test_batch_lengths_keep_prefixes_and_trust_unknown_rows():
+    line = (10.0, 1.0)
+    # a row without rates keeps its whole draft; its tokens count as certain output in the others' sums
+    keep = batch_lengths([None, draft_gains((0.6, 0.6), 8)], [8, 8], line)
+    assert keep[0] == 8 and keep[1] <= 8
+    assert batch_lengths([draft_gains((0.6, 0.6), 8)], [8], None) == [8]  # costs unknown: nothing is cut
+    assert batch_lengths([draft_gains((0.0, 0.0), 8)], [8], line) == [0]
+    assert batch_lengths([draft_gains((1.0, 1.0), 8)], [3], (10.0, 0.0)) == [3]  # flat costs: all, never more
+
+
+def test_step_costs_fit_a_line_once_the_sizes_vary():
+    c = StepCosts(decay=1.0)
+    for _ in range(5):
+        c.record(17, 0.2)
+    assert c.line() is None  # one size: no slope yet
+    for T, t in ((1, 0.1), (33, 0.3), (9, 0.15)):
+        for _ in range(3):
+            c.record(T, t)
+    a, b = c.line()
+    assert 0.08 < a < 0.11 and 0.005 < b < 0.007
+    flat = StepCosts(decay=1.0)
+    for T, t in ((1, 0.2), (30, 0.1)):
+        flat.record(T, t)
+    assert flat.line()[1] == 0.0  # a falling line (noise) reads as flat
+
+
+def test_draft_rates_count_first_and_later_tokens_by_phase():
+    r = DraftRates(decay=1.0, min_evidence=1.0)
+    assert r.rates(False) is None
+    r.record(False, 8, 0)  # fresh: first token wrong
+    r.record(False, 8, 8)  # fresh: all right (7 later tokens tried, 7 accepted)
+    r.record(True, 8, 3)  # running: first right, later: 2 of 3 tried
+    assert r.rates(False) == (0.5, 9 / 10) and r.rates(True) == (1.0, 9 / 10)
+    r.record(True, 0, 0)  # nothing drafted: nothing counted
+    assert r.rates(True) == (1.0, 0.9)
+    assert draft_gains((0.5, 0.9), 3) == pytest.approx([0.5, 0.45, 0.405])

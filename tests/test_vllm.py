@@ -22,6 +22,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import openai
 import pytest
@@ -32,7 +33,8 @@ from quickdraft.cpu import cpu_info
 from quickdraft.drafters.build import build_drafter
 from quickdraft.errors import QuickdraftError
 from quickdraft.vllm.patches import PROPOSER, prediction_counts
-from quickdraft.vllm.proposer import check_server_defaults, cut_draft, observe_step, request_drafter
+from quickdraft.vllm import proposer as proposer_module
+from quickdraft.vllm.proposer import Proposer, check_server_defaults, cut_draft, observe_step, request_drafter
 from quickdraft.vllm import serve
 from quickdraft.vllm.serve import VENV, ServeConfig, command, launched
 
@@ -114,6 +116,114 @@ def test_cli_refuses_engine_only_options_before_any_work(capsys):
     assert "--draft-model apply to quickdraft's own engine" in capsys.readouterr().err
     assert cli.main(["serve", "--engine", "vllm", "--num-speculative-tokens", "0"]) == 2
     assert "num-speculative-tokens" in capsys.readouterr().err
+
+
+class CharTokenizer:
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+
+class SimulatedVLLM:
+    """vLLM's side of the proposer hook, without vLLM: requests whose output is known in advance (the target's
+    greedy text), steps that accept the longest agreeing prefix of each draft plus one token, and a clock that
+    advances by t(T) = a + b T per step of T tokens. Requests run in a batch; each ends after its output."""
+
+    def __init__(self, proposer: Proposer, line: tuple[float, float], monkeypatch):
+        self.proposer, self.line, self.now = proposer, line, 0.0
+        self.runner = SimpleNamespace(input_batch=SimpleNamespace(req_ids=[]), requests={})
+        proposer.bind_runner(self.runner)
+        monkeypatch.setattr(proposer_module.time, "perf_counter", lambda: self.now)
+        self.targets: dict[str, list[int]] = {}
+        self.drafts: dict[str, list[int]] = {}
+        self.drafted: list[tuple[int, list[int]]] = []  # (batch rows, draft lengths) per step
+
+    def add(self, rid: str, prompt: str, output: str, **extra):
+        self.targets[rid] = [ord(c) for c in output]
+        params = SimpleNamespace(extra_args=extra, max_tokens=len(output), all_stop_token_ids=set())
+        self.runner.requests[rid] = SimpleNamespace(prompt_token_ids=[ord(c) for c in prompt], output_token_ids=[],
+                                                    sampling_params=params)
+        self.drafts[rid] = []
+
+    def step(self) -> None:
+        rows = list(self.runner.requests)
+        self.now += self.line[0] + self.line[1] * sum(1 + len(self.drafts[r]) for r in rows)
+        sampled = []
+        for rid in rows:
+            out, want, draft = self.runner.requests[rid].output_token_ids, self.targets[rid], self.drafts[rid]
+            a = 0
+            while a < len(draft) and len(out) + a < len(want) and draft[a] == want[len(out) + a]:
+                a += 1
+            new = want[len(out) : len(out) + a + 1]
+            out.extend(new)
+            sampled.append(new)
+        self.runner.input_batch.req_ids = rows
+        drafts = self.proposer.propose(sampled, None, None)
+        self.drafted.append((len(rows), [len(d) for d in drafts]))
+        for rid, d in zip(rows, drafts):
+            self.drafts[rid] = d
+        for rid in rows:
+            if len(self.runner.requests[rid].output_token_ids) >= len(self.targets[rid]):
+                del self.runner.requests[rid]
+
+    def run(self) -> None:
+        while self.runner.requests:
+            self.step()
+
+
+def proposer(k: int = 32) -> Proposer:
+    p = Proposer.__new__(Proposer)
+    p.configure(k, 100_000, CharTokenizer())
+    return p
+
+
+TEXT = "def total(xs):\n    s = 0\n    for x in xs:\n        s += x\n    return s\n" * 6
+
+
+def test_the_proposer_drafts_long_for_one_request_on_flat_costs(monkeypatch):
+    sim = SimulatedVLLM(proposer(), (0.05, 0.0005), monkeypatch)  # a 33-token step costs 1.3 one-token steps
+    sim.add("r", "edit:", TEXT, qd_prediction=TEXT)
+    sim.run()
+    lengths = [n[0] for _, n in sim.drafted if n]
+    assert len(sim.drafted) <= math.ceil(len(TEXT) / 33) + 2 and max(lengths) == 32
+
+
+def test_the_proposer_cuts_unlikely_drafts_under_load_and_keeps_likely_ones(monkeypatch):
+    """16 requests at once on steep costs: requests whose prediction is mostly wrong stop drafting (their
+    tokens do not pay in a full batch), the one whose prediction is right keeps drafting; with sizing off
+    every request drafts all it has. The outputs are the targets' in every case (the simulation checks what
+    was accepted against them)."""
+    def load(sizing: str):
+        sim = SimulatedVLLM(proposer(), (0.05, 0.004), monkeypatch)
+        sim.add("good", "edit:", TEXT, qd_prediction=TEXT, qd_sizing=sizing)
+        for i in range(15):  # every third character of the prediction is wrong
+            noisy = "".join("~" if j % 3 == 2 else c for j, c in enumerate(TEXT))
+            sim.add(f"bad{i}", f"edit {i}:", TEXT, qd_prediction=noisy, qd_sizing=sizing)
+        sim.run()
+        return sim
+
+    sized, unsized = load("cost"), load("off")
+    full = [lengths for rows, lengths in sized.drafted if rows == 16][5:]  # once costs and rates are known
+    assert full and all(sum(n[1:]) <= 15 for n in full)  # the 15 noisy rows: about nothing
+    assert sum(n[0] for n in full) / len(full) >= 4  # the right prediction: drafted on
+    busy = [lengths for rows, lengths in unsized.drafted if rows == 16][5:]
+    assert sum(sum(n[1:]) for n in busy) / len(busy) >= 15 * 2 - 5  # noisy rows draft their 2-token re-anchors
+    assert sized.now < unsized.now  # the simulated clock: the sized batch finished sooner
+    for sim in (sized, unsized):
+        assert all(len(r.output_token_ids) == 0 for r in sim.runner.requests.values())
+
+
+def test_a_step_with_a_prefill_is_not_a_cost_sample(monkeypatch):
+    sim = SimulatedVLLM(proposer(), (0.05, 0.004), monkeypatch)
+    sim.add("a", "p:", TEXT, qd_prediction=TEXT)
+    sim.step()  # a's prefill
+    assert sim.proposer.costs._m[0] == 0
+    sim.step()
+    weight = sim.proposer.costs._m[0]
+    sim.add("b", "q:", TEXT, qd_prediction=TEXT)
+    sim.step()  # b's prefill ran in this step beside a's decode
+    assert sim.proposer.costs._m[0] == weight  # not recorded
+    sim.step()
+    assert sim.proposer.costs._m[0] > weight
 
 
 # -- real vLLM servers -------------------------------------------------------------------------------
@@ -278,7 +388,8 @@ def test_counts_equal_the_worked_expectation(servers, plain):
         prompt_ids = prompt_ids["input_ids"] if hasattr(prompt_ids, "keys") else prompt_ids
         for kind in ("right", "inserted", "wrong"):
             prediction = edits(text)[kind]
-            r = chat(servers[1], prompt, prediction={"type": "content", "content": prediction})
+            r = chat(servers[1], prompt, prediction={"type": "content", "content": prediction},
+                     extra_body={"vllm_xargs": {"qd_sizing": "off"}})  # drafts as drafted: no timing in the counts
             assert r.usage.prompt_tokens == len(prompt_ids)
             accepted, drafted = simulate(prompt_ids, ids, tok.encode(prediction, add_special_tokens=False),
                                          frozenset({tok.eos_token_id}))
@@ -350,6 +461,7 @@ BAD = [
      "would ignore it"),
     ({"vllm_xargs": {"qd_drafter": "prediction"}}, "vllm_xargs", "needs a prediction"),
     ({"vllm_xargs": {"qd_policy": "fast"}}, "vllm_xargs", "policy"),
+    ({"vllm_xargs": {"qd_sizing": "always"}}, "vllm_xargs", "qd_sizing must be one of cost, off"),
 ]
 
 

@@ -247,7 +247,8 @@ def _serve_vllm(args: argparse.Namespace) -> int:
     config = ServeConfig(model="", served_name=args.model_name or args.model, host=args.host, port=args.port,
                          api_key=args.api_key or os.environ.get("QUICKDRAFT_API_KEY") or None,
                          max_context=args.max_context, num_speculative_tokens=args.num_speculative_tokens,
-                         drafter=args.drafter, policy=args.policy, vllm_args=dtype + split_args(args.vllm_args))
+                         drafter=args.drafter, policy=args.policy, sizing=args.draft_sizing,
+                         vllm_args=dtype + split_args(args.vllm_args))
     vllm_python()  # vLLM is there, before a model is pulled
     exec_server(dataclasses.replace(config, model=str(models.resolve(args.model))))
     return 0
@@ -383,6 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vllm: the drafter of requests that choose none (vllm_xargs qd_drafter); auto: the prediction "
                    "if given, else prompt lookup")
     e.add_argument("--policy", default="default", choices=["default", "openai"], help="vllm: the prediction policy")
+    e.add_argument("--draft-sizing", default="cost", choices=["cost", "off"],
+                   help="vllm: cut each step's drafts to what pays at its measured cost and load (cost, the default), "
+                   "or verify them as drafted (off); per request: vllm_xargs qd_sizing. Never changes the output")
     e.add_argument("--num-speculative-tokens", type=int, default=32,
                    help="vllm: the most draft tokens one step verifies per request (default 32)")
     e.add_argument("--vllm-args", metavar="ARGS", help="vllm: more options for vLLM's server, as one string "

@@ -121,15 +121,15 @@ def check_request(request: Any) -> tuple[str, str] | None:
     """(param, message) of what is wrong with a request's prediction or quickdraft options, or None."""
     from ..drafters.build import TOKEN_DRAFTERS, check_drafter
     from ..drafters.prediction import PredictionConfig
-    from .proposer import DRAFTER_ENV, POLICY_ENV, request_drafter
+    from .proposer import DRAFTER_ENV, POLICY_ENV, check_sizing, request_drafter
 
     xargs = getattr(request, "vllm_xargs", None) or {}
-    asked, policy = xargs.get("qd_drafter"), xargs.get("qd_policy")
+    asked, policy, sizing = xargs.get("qd_drafter"), xargs.get("qd_policy"), xargs.get("qd_sizing")
     try:
         text = prediction_text(request)
     except QuickdraftError as e:
         return "prediction", str(e)
-    if text is None and asked is None and policy is None:
+    if text is None and asked is None and policy is None and sizing is None:
         return None  # nothing of quickdraft's in this request
     if not _state["proposer"]:
         what = "prediction" if text is not None else "vllm_xargs"
@@ -142,6 +142,8 @@ def check_request(request: Any) -> tuple[str, str] | None:
         return "vllm_xargs", (f"vllm_xargs.qd_drafter must be one of {', '.join(TOKEN_DRAFTERS)} on vLLM; got {asked!r} "
                               "(draft-model and ouroboros run on quickdraft's own engine)")
     try:
+        if sizing is not None:
+            check_sizing(sizing, "vllm_xargs.qd_sizing")
         PredictionConfig.for_policy(policy or os.environ.get(POLICY_ENV, "default"))
         has = text is not None
         check_drafter(request_drafter(asked, os.environ.get(DRAFTER_ENV, "auto"), has), has, has_draft_model=False)

@@ -18,6 +18,17 @@ What each request drafts from (SamplingParams.extra_args, filled by patches.py f
     qd_drafter      "auto" (prediction if given, else prompt lookup), "prediction", "lookup",
                     "prediction+lookup" or "none"; default: QUICKDRAFT_VLLM_DRAFTER, else "auto"
     qd_policy       prediction policy, "default" or "openai"; default QUICKDRAFT_VLLM_POLICY, else "default"
+    qd_sizing       "cost" (drafts cut to what pays in this step, below) or "off" (drafts as proposed);
+                    default QUICKDRAFT_VLLM_SIZING, else "cost"
+
+Sizing (sizing.py, "a batch of requests"): the proposer times vLLM's steps (from the end of one call to
+the start of the next: the forward, sampling and scheduling of the step it drafted for) against their
+tokens, which gives t(T) under the current load; each request's acceptance is counted (DraftRates:
+after a fully accepted draft and after anything else); each step keeps the draft tokens of all rows,
+most likely first, while one more token adds more output than it costs: long drafts for one request on
+a flat t, fewer and only the likeliest as the batch fills, none where they do not pay. With sizing,
+the prediction drafter drafts all it has (up to the budget) and this rule decides the length; its own
+doubling rule is for quickdraft's engine. The cut changes how much is verified, never the output.
 
 Budget: vLLM verifies whatever the proposer returns, and a step that accepts more than
 num_speculative_tokens crashes its metrics (vllm 0.32, v1/metrics/stats.py), so every draft is cut to
@@ -29,14 +40,18 @@ since nothing after it can be output.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..core import EMPTY_DRAFT, Draft, Verdict
 from ..drafters.base import Drafter
 from ..drafters.build import build_drafter
+from ..errors import QuickdraftError
+from ..sizing import DraftRates, StepCosts, batch_lengths, draft_gains
 
-DRAFTER_ENV, POLICY_ENV = "QUICKDRAFT_VLLM_DRAFTER", "QUICKDRAFT_VLLM_POLICY"
+DRAFTER_ENV, POLICY_ENV, SIZING_ENV = "QUICKDRAFT_VLLM_DRAFTER", "QUICKDRAFT_VLLM_POLICY", "QUICKDRAFT_VLLM_SIZING"
+SIZINGS = ("cost", "off")
 
 
 @dataclass
@@ -49,17 +64,20 @@ class _Request:
     draft: Draft = EMPTY_DRAFT
     stop_ids: frozenset[int] = frozenset()
     max_len: int = 0  # the context length at which the request must end (max_tokens or the model length)
+    sized: bool = True  # its drafts are cut by the step's costs (qd_sizing "cost")
+    rates: DraftRates = field(default_factory=DraftRates)
+    running: bool = False  # its last non-empty draft was accepted in full
 
 
-def observe_step(drafter: Drafter, context: list[int], draft: Draft, new: Sequence[int]) -> None:
+def observe_step(drafter: Drafter, context: list[int], draft: Draft, new: Sequence[int]) -> int:
     """Tell `drafter` that `new` tokens followed `context` after `draft` was verified; extends `context`.
 
     Worked example: draft (5, 6, 7), new (5, 6, 9): one verdict, accepted 2, tokens (5, 6, 9). new tokens
     beyond accepted + 1 (a step that emitted more than one verdict's worth: a resumed request) are fed
-    as one-token verdicts without a draft.
+    as one-token verdicts without a draft. Returns the draft tokens accepted.
     """
     if not new:
-        return
+        return 0
     accepted = 0
     while accepted < min(len(draft), len(new) - 1) and draft.tokens[accepted] == new[accepted]:
         accepted += 1
@@ -68,6 +86,7 @@ def observe_step(drafter: Drafter, context: list[int], draft: Draft, new: Sequen
     for t in new[accepted + 1 :]:
         context.append(t)
         drafter.observe(context, Verdict(EMPTY_DRAFT, 0, (t,)))
+    return accepted
 
 
 def cut_draft(draft: Draft, budget: int, stop_ids: frozenset[int]) -> Draft:
@@ -79,8 +98,14 @@ def cut_draft(draft: Draft, budget: int, stop_ids: frozenset[int]) -> Draft:
     return draft
 
 
-def check_server_defaults(drafter: str, policy: str) -> None:
-    """A server default drafter and policy that build_drafter can build (QuickdraftError otherwise)."""
+def check_sizing(sizing: str, where: str = "draft sizing") -> None:
+    if sizing not in SIZINGS:
+        raise QuickdraftError(f"{where} must be one of {', '.join(SIZINGS)}; got {sizing!r}")
+
+
+def check_server_defaults(drafter: str, policy: str, sizing: str = "cost") -> None:
+    """A server default drafter, policy and sizing that build_drafter can build (QuickdraftError otherwise)."""
+    check_sizing(sizing)
     build_drafter(request_drafter(None, drafter, has_prediction=False), None, policy)
     if drafter in ("prediction", "prediction+lookup"):
         build_drafter(drafter, [], policy)
@@ -110,16 +135,24 @@ class Proposer:
         from . import check_version
 
         check_version()
-        self.k: int = vllm_config.speculative_config.num_speculative_tokens
-        self.max_model_len: int = vllm_config.model_config.max_model_len
         model = vllm_config.model_config
-        self.tokenizer = AutoTokenizer.from_pretrained(model.tokenizer, revision=model.tokenizer_revision,
-                                                       trust_remote_code=model.trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(model.tokenizer, revision=model.tokenizer_revision,
+                                                  trust_remote_code=model.trust_remote_code)
+        self.configure(vllm_config.speculative_config.num_speculative_tokens, model.max_model_len, tokenizer)
+
+    def configure(self, k: int, max_model_len: int, tokenizer: Any) -> None:
+        """Settings from vLLM's config (and the server's defaults from the environment); the tests call it on
+        a Proposer made without vLLM."""
+        self.k, self.max_model_len, self.tokenizer = k, max_model_len, tokenizer
         self.default_drafter = os.environ.get(DRAFTER_ENV, "auto")
         self.default_policy = os.environ.get(POLICY_ENV, "default")
-        check_server_defaults(self.default_drafter, self.default_policy)  # fails at start, not per request
+        self.default_sizing = os.environ.get(SIZING_ENV, "cost")
+        check_server_defaults(self.default_drafter, self.default_policy, self.default_sizing)  # at start, not per request
         self.runner: Any = None
         self.requests: dict[str, _Request] = {}
+        self.costs = StepCosts()
+        self.source_rates: dict[str, DraftRates] = {}  # every request's counts per drafter: a new request's prior
+        self._step: tuple[float, int] | None = None  # (when the last call returned, tokens of the step it drafted for)
 
     def bind_runner(self, runner: Any) -> None:
         self.runner = runner
@@ -133,24 +166,62 @@ class Proposer:
         if self.runner is None:
             raise RuntimeError("quickdraft's vLLM proposer was not handed the model runner: the quickdraft plugin "
                                "(entry point vllm.general_plugins) did not load in this worker; reinstall quickdraft")
+        started = time.perf_counter()
         req_ids = self.runner.input_batch.req_ids
-        drafts: list[list[int]] = []
+        rows: list[_Request | None] = []
+        drafts: list[Draft] = []
+        clean = self._step is not None  # the step just run verified decode rows only (no prefill): a cost sample
         for i, sampled in enumerate(sampled_token_ids):
             if not sampled:  # a prefill chunk or a request that did not run this step
-                drafts.append([])
+                rows.append(None)
+                drafts.append(EMPTY_DRAFT)
+                clean = False
                 continue
             rid = req_ids[i]
             cached = self.runner.requests[rid]
-            state = self.requests.get(rid) or self._begin(rid, cached)
+            state = self.requests.get(rid)
+            if state is None:
+                state, clean = self._begin(rid, cached), False  # its prefill ran in this step
             output = cached.output_token_ids
             seen = len(state.context) - state.prompt_len
-            observe_step(state.drafter, state.context, state.draft, output[seen:])
+            accepted = observe_step(state.drafter, state.context, state.draft, output[seen:])
+            self._count(state, accepted)
             budget = min(self.k, state.max_len - len(state.context) - 1)
             state.draft = cut_draft(state.drafter.propose(state.context, budget), budget, state.stop_ids)
-            drafts.append(list(state.draft.tokens))
+            rows.append(state)
+            drafts.append(state.draft)
+        if clean:
+            self.costs.record(self._step[1], started - self._step[0])
+        self._size(rows, drafts)
         for rid in [r for r in self.requests if r not in self.runner.requests]:
             del self.requests[rid]  # finished or aborted
-        return drafts
+        self._step = (time.perf_counter(), sum(1 + len(d) for r, d in zip(rows, drafts) if r is not None))
+        return [list(d.tokens) for d in drafts]
+
+    def _count(self, state: _Request, accepted: int) -> None:
+        """The fate of the request's last draft, in its rates and its drafter's (a new request's prior)."""
+        draft = state.draft
+        if not len(draft):
+            return
+        state.rates.record(state.running, len(draft), accepted)
+        self.source_rates.setdefault(draft.source, DraftRates()).record(state.running, len(draft), accepted)
+        state.running = accepted == len(draft)
+
+    def _size(self, rows: list[_Request | None], drafts: list[Draft]) -> None:
+        """Cut the step's drafts to what pays (sizing.batch_lengths); rows without sizing keep theirs."""
+        gains: list[list[float] | None] = []
+        for state, draft in zip(rows, drafts):
+            rates = None
+            if state is not None and state.sized and len(draft):
+                rates = state.rates.rates(state.running)
+                if rates is None and draft.source in self.source_rates:
+                    rates = self.source_rates[draft.source].rates(state.running)
+            gains.append(None if rates is None else draft_gains(rates, len(draft)))
+        live = [i for i, state in enumerate(rows) if state is not None]
+        keep = batch_lengths([gains[i] for i in live], [len(drafts[i]) for i in live], self.costs.line())
+        for i, k in zip(live, keep):
+            if k < len(drafts[i]):
+                drafts[i] = rows[i].draft = drafts[i].head(k)
 
     def _begin(self, rid: str, cached: Any) -> _Request:
         params = cached.sampling_params
@@ -158,13 +229,14 @@ class Proposer:
         prediction = extra.get("qd_prediction")
         ids = None if prediction is None else self.tokenizer.encode(prediction, add_special_tokens=False)
         name = request_drafter(extra.get("qd_drafter"), self.default_drafter, ids is not None)
-        drafter = build_drafter(name, ids, extra.get("qd_policy", self.default_policy))
+        sized = extra.get("qd_sizing", self.default_sizing) == "cost"
+        drafter = build_drafter(name, ids, extra.get("qd_policy", self.default_policy), caller_sizes=sized)
         prompt = list(cached.prompt_token_ids or [])
         drafter.begin(prompt)
         stop_ids = frozenset(getattr(params, "all_stop_token_ids", None) or ()) if params is not None else frozenset()
         max_len = self.max_model_len
         if params is not None and params.max_tokens is not None:
             max_len = min(max_len, len(prompt) + params.max_tokens)
-        state = _Request(drafter, len(prompt), prompt, stop_ids=stop_ids, max_len=max_len)
+        state = _Request(drafter, len(prompt), prompt, stop_ids=stop_ids, max_len=max_len, sized=sized)
         self.requests[rid] = state
         return state

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from ..errors import QuickdraftError
 from .patches import PROPOSER
-from .proposer import DRAFTER_ENV, POLICY_ENV, check_server_defaults
+from .proposer import DRAFTER_ENV, POLICY_ENV, SIZING_ENV, check_server_defaults
 
 VENV = Path(__file__).resolve().parents[3] / ".venv-vllm"  # a checkout's: src/quickdraft/vllm/serve.py
 
@@ -46,6 +46,7 @@ class ServeConfig:
     num_speculative_tokens: int = 32  # the most a step verifies per request; drafters choose fewer
     drafter: str = "auto"  # the server's default; a request may choose with vllm_xargs qd_drafter
     policy: str = "default"
+    sizing: str = "cost"  # drafts cut to what pays in each step ("off": as drafted); vllm_xargs qd_sizing per request
     vllm_args: tuple[str, ...] = ()  # passed to vLLM as they are (e.g. --tensor-parallel-size 2)
 
     def __post_init__(self) -> None:
@@ -53,7 +54,7 @@ class ServeConfig:
             raise QuickdraftError(f"--num-speculative-tokens must be an integer in 1..256; got {self.num_speculative_tokens!r}")
         if not 0 <= self.port <= 65535:
             raise QuickdraftError(f"--port must be in 0..65535; got {self.port}")
-        check_server_defaults(self.drafter, self.policy)
+        check_server_defaults(self.drafter, self.policy, self.sizing)
         ours = {"--model", "--served-model-name", "--speculative-config", "--host", "--port"}
         clash = sorted(a.split("=")[0] for a in self.vllm_args if a.split("=")[0] in ours)
         if clash:
@@ -84,7 +85,7 @@ def command(config: ServeConfig, python: str) -> list[str]:
 
 
 def environment(config: ServeConfig) -> dict[str, str]:
-    return {**os.environ, DRAFTER_ENV: config.drafter, POLICY_ENV: config.policy}
+    return {**os.environ, DRAFTER_ENV: config.drafter, POLICY_ENV: config.policy, SIZING_ENV: config.sizing}
 
 
 def split_args(text: str | None) -> tuple[str, ...]:
