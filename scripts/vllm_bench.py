@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/vllm_bench.py --model qwen2.5-coder-0.5b --out docs/results/DATE-vllm
 
-Servers (one at a time, each started, measured and stopped; same vLLM options, bf16):
+Servers (one at a time, each started, measured and stopped; same vLLM options, bf16, prefix caching off
+unless --prefix-caching, so that no method finds its prompts prefilled by the one before it):
     vllm-plain        vLLM without speculation: the reference output and speed
     vllm-ngram        vLLM's own n-gram drafting ("ngram", prompt_lookup 2..5, --ngram-k tokens)
     vllm-quickdraft   `quickdraft serve --engine vllm`: methods vllm+qd-prediction (the edit tasks, the original
@@ -51,8 +52,10 @@ def request(url: str, name: str, task: W.Task, method: str, max_tokens: int) -> 
     """One chat request; its text, latency and what usage / vLLM's metrics say about drafting."""
     body: dict = {}
     kind = method.split("/")[0]  # vllm+qd-prediction/off: the unsized server's
-    if kind == "vllm+qd-prediction":
+    if kind in ("vllm+qd-prediction", "vllm+qd-prediction+lookup"):
         body["prediction"] = {"type": "content", "content": task.prediction}
+        if kind == "vllm+qd-prediction+lookup":
+            body["vllm_xargs"] = {"qd_drafter": "prediction+lookup"}
     elif kind == "vllm+qd-lookup":
         body["vllm_xargs"] = {"qd_drafter": "lookup"}
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=3600)
@@ -79,7 +82,7 @@ def run_server(config: str, argv: list[str], methods: list[str], work: list, arg
         print(f"{config}: ready in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         request(url, *work[0], "vllm-plain", 8)  # the first request after loading is slow (issue 19): not timed
         for method in methods:
-            predicts = method.startswith("vllm+qd-prediction")
+            predicts = method.startswith("vllm+qd-prediction")  # +lookup too: needs an edit task
             for c, mix in [(c, mix) for c in args.clients for mix in (["all"] if c == 1 else args.mixes)]:
                 chosen = [(n, t) for n, t in work if n in EDITS or (mix == "all" and not predicts)]
                 if not chosen or (mix == "all" and predicts and c > 1):
@@ -205,6 +208,9 @@ def main() -> None:
     p.add_argument("--ngram-k", type=int, default=16, help="num_speculative_tokens of vLLM's n-gram (default 16)")
     p.add_argument("--kv-cache-gib", type=int, default=4)
     p.add_argument("--servers", default="vllm-plain,vllm-ngram,vllm-quickdraft,quickdraft")
+    p.add_argument("--quickdraft-methods", default="vllm+qd-prediction,vllm+qd-lookup",
+                   help="methods on the quickdraft servers (also vllm+qd-prediction+lookup)")
+    p.add_argument("--prefix-caching", action="store_true", help="leave vLLM's prefix caching on (default: off)")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args()
     out = Path(args.out)
@@ -216,8 +222,12 @@ def main() -> None:
     folder = str(models.resolve(args.model, progress=False))
     work = tasks(args.limit, args.workloads.split(","))
     python = vllm_python()
-    common = ["--model", folder, "--served-model-name", "m", "--port", str(PORT), "--dtype", "bfloat16",
-              "--max-model-len", "8192", "--max-num-seqs", "16", "--per-request-spec-decode-metrics", "summary"]
+    # Without prefix caching: every request pays its own prefill, whichever method ran its prompt before (with it,
+    # a server's second method on the same tasks skipped most of its prefills).
+    vllm_args = "--dtype bfloat16 --max-model-len 8192 --max-num-seqs 16" + (" --no-enable-prefix-caching" if
+                                                                           not args.prefix_caching else "")
+    common = ["--model", folder, "--served-model-name", "m", "--port", str(PORT), *vllm_args.split(),
+              "--per-request-spec-decode-metrics", "summary"]
     api = [python, "-m", "vllm.entrypoints.openai.api_server"]
     ngram = {"method": "ngram", "num_speculative_tokens": args.ngram_k, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
     servers = {
@@ -225,11 +235,12 @@ def main() -> None:
         "vllm-ngram": (api + common + ["--speculative-config", json.dumps(ngram)], ["vllm-ngram"]),
         "vllm-quickdraft": ([sys.executable, "-m", "quickdraft", "serve", "--engine", "vllm", "--model", folder,
                              "--model-name", "m", "--port", str(PORT), "--num-speculative-tokens", str(args.k),
-                             "--vllm-args", "--dtype bfloat16 --max-model-len 8192 --max-num-seqs 16"],
-                            ["vllm+qd-prediction", "vllm+qd-lookup"]),
+                             "--vllm-args", vllm_args],
+                            args.quickdraft_methods.split(",")),
     }
     argv, _ = servers["vllm-quickdraft"]
-    servers["vllm-quickdraft-unsized"] = (argv + ["--draft-sizing", "off"], ["vllm+qd-prediction/off", "vllm+qd-lookup/off"])
+    servers["vllm-quickdraft-unsized"] = (argv + ["--draft-sizing", "off"],
+                                          [m + "/off" for m in args.quickdraft_methods.split(",")])
     reference: dict = {}
     with open(out / "runs.jsonl", "a") as sink:
         for config in args.servers.split(","):
