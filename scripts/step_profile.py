@@ -6,7 +6,10 @@ after a plain step: none) and passes of --verify tokens, and profiles --steps on
 torch.profiler: self CPU time per operator, grouped into matmuls (the weights' work), attention, the KV
 cache's copies, and the rest (framework overhead: norms, rotary, small ops, Python).
 
-    .venv/bin/python scripts/step_profile.py --model qwen2.5-coder-0.5b --dtypes fp32,bf16 --context 800
+    .venv/bin/python scripts/step_profile.py --model qwen2.5-coder-0.5b --dtypes fp32,bf16,bf16-eager --context 800
+
+("bf16-eager": dtype bf16 with transformers' eager attention put back, as the runner loaded it before
+runners/attention.py.)
 
 Prints a table per dtype; the numbers depend on the machine (its CPU is printed first).
 """
@@ -81,7 +84,11 @@ def main() -> None:
           f"{args.context} cached tokens\n")
     rng = random.Random(0)
     for dtype in args.dtypes.split(","):
+        dtype, _, attention = dtype.partition("-")  # "bf16-eager": transformers' eager attention (before grouped)
         runner = quickdraft.load(args.model, dtype=dtype, progress=False).runner
+        if attention:
+            runner.model.set_attn_implementation(attention)
+            dtype += f" ({attention} attention)"
         context = [rng.randrange(runner.vocab_size) for _ in range(args.context)]
         one = time_steps(runner, context, args.steps, 1, rng)
         many = time_steps(runner, context, max(args.steps // 4, 3), args.verify, rng)

@@ -14,14 +14,15 @@ VOCAB = 96
 
 def tiny_model(arch: str, seed: int = 0):
     """arch: llama, qwen2 or gemma3; "qwen2-onednn": its Linear layers packed (runners.hf.use_kernels);
-    "llama-bf16": in bfloat16 as the runner loads it (eager attention, layers padded where their shape is not
+    "llama-bf16": in bfloat16 as the runner loads it (grouped eager attention, layers padded where their shape is not
     row-invariant: runners/invariance.py)."""
     arch, _, kernels = arch.partition("-")
     if kernels == "bf16":
+        from quickdraft.runners import attention
         from quickdraft.runners.invariance import pad_where_needed
 
         model = tiny_model(arch, seed).to(torch.bfloat16)
-        model.set_attn_implementation("eager")
+        model.set_attn_implementation(attention.register())
         pad_where_needed(model)
         return model
     if kernels:

@@ -10,6 +10,7 @@ import torch
 from conftest import bf16_or_skip, tiny_model
 
 import quickdraft
+from quickdraft.runners import attention
 from quickdraft.cpu import has_native_bf16
 from quickdraft.errors import UnsupportedModelError
 from quickdraft.runners import hf
@@ -83,7 +84,7 @@ def test_bf16_load_checks_the_property_and_refuses_where_it_fails(tiny_folder, m
         print(f"dtype bf16 refused on this CPU (native bf16: {has_native_bf16()}): {e}")
         return
     assert gen.runner.dtype == "bf16" and gen.runner.row_invariant is True
-    assert gen.runner.model.config._attn_implementation == "eager"
+    assert gen.runner.model.config._attn_implementation == attention.NAME
     plain = gen.generate("abc def", chat=False, drafter="none", max_new_tokens=24)
     drafted = gen.generate("abc def", chat=False, prediction=plain.text[:10] + "zz" + plain.text[12:], max_new_tokens=24)
     assert drafted.token_ids == plain.token_ids and drafted.stats.accepted_prediction_tokens > 0
@@ -109,3 +110,22 @@ def test_real_model_in_bf16_is_row_invariant_and_exact():
     plain = gen.generate(prompt, drafter="none", max_new_tokens=48)
     for prediction in (plain.text, plain.text[:20] + " # changed\n" + plain.text[20:], "nothing alike " * 5):
         assert gen.generate(prompt, prediction=prediction, max_new_tokens=48).token_ids == plain.token_ids
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_grouped_attention_computes_eager_attention(arch):
+    """runners/attention.py: the same attention as transformers' eager one (float32, so that only summation
+    order differs), for a linear pass after a cache and for a tree pass with its 4-D mask."""
+    eager, grouped = tiny_model(arch), tiny_model(arch)
+    eager.set_attn_implementation("eager")
+    grouped.set_attn_implementation(attention.register())
+    assert grouped.config.num_attention_heads > grouped.config.num_key_value_heads  # grouped-query: G > 1
+    a, b = HFRunner(eager), HFRunner(grouped)
+    prompt = [(i * 17 + 3) % a.vocab_size for i in range(50)]
+    for r in (a, b):
+        r.prefill(prompt[:-9])
+    assert torch.allclose(a.forward(prompt[-9:]), b.forward(prompt[-9:]), atol=1e-5)
+    tokens, parents = [prompt[-9], 3, 9, 4, 7, 1], (-1, 0, 0, 2, -1)  # as in test_tree_passes_are_row_invariant_in_bf16
+    for r in (a, b):
+        r.rollback(len(prompt) - 9)
+    assert torch.allclose(a.forward_tree(tokens, parents), b.forward_tree(tokens, parents), atol=1e-5)

@@ -41,8 +41,11 @@ def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
 
 
 def register() -> str:
-    """Make the function loadable as attn_implementation=NAME; returns NAME."""
-    from transformers import AttentionInterface
+    """Make the function loadable as attn_implementation=NAME (with eager attention's additive float mask);
+    returns NAME."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import eager_mask
 
     AttentionInterface.register(NAME, grouped_attention)
+    AttentionMaskInterface.register(NAME, eager_mask)
     return NAME

@@ -167,14 +167,16 @@ class HFRunner:
 
 
 def bf16_runner(path, max_context: int | None = None) -> HFRunner:
-    """The transformers target in bfloat16, exact by construction (runners/invariance.py): eager attention,
-    Linear layers whose shape is not row-invariant padded to 16 rows, and the property checked on this model
-    at load, bit for bit; refused with UnsupportedModelError where it does not hold."""
+    """The transformers target in bfloat16, exact by construction (runners/invariance.py): eager attention
+    (grouped: runners/attention.py), Linear layers whose shape is not row-invariant padded to 16 rows, and the
+    property checked on this model at load, bit for bit; refused with UnsupportedModelError where it does not
+    hold."""
     from transformers import AutoModelForCausalLM
 
+    from . import attention
     from .invariance import pad_where_needed, row_invariance
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, attn_implementation=attention.register())
     pad_where_needed(model)
     runner = HFRunner(model, max_context)
     probe = [(i * 7919 + 11) % runner.vocab_size for i in range(40)]  # arbitrary, fixed tokens
