@@ -247,7 +247,7 @@ class DraftRates:
     ("running": the drafter is on track) and after anything else ("fresh": a new match, a re-anchored
     prediction), and P(a later token | the one before it was accepted). Two phases because a fresh draft
     is often wholly wrong (a wrong re-anchor) or wholly right, which one geometric rate fits badly.
-    gains(): the chance of each draft token to be accepted, q_1 = P(first), q_k = q_(k-1) P(later)."""
+    draft_gains() turns the rates into each draft token's chance: q_1 = P(first), q_k = q_(k-1) P(later)."""
 
     decay: float = 0.9
     min_evidence: float = 3.0  # tries before a rate is trusted
@@ -287,11 +287,10 @@ def batch_lengths(gains: Sequence[Sequence[float] | None], drafted: Sequence[int
     (falling along its draft), or None when unknown: that row keeps its whole draft (drafted[i] tokens) and
     its tokens count as certain, so that a new request gets to show what it is worth. line: t(T) = a + b T
     (StepCosts.line), None: nothing is cut."""
-    rows = len(drafted)
-    keep = [n if g is None else 0 for g, n in zip(gains, drafted)]
     if line is None:
         return list(drafted)
-    a, b = line
+    rows, (a, b) = len(drafted), line
+    keep = [n if g is None else 0 for g, n in zip(gains, drafted)]
     fixed = sum(keep)
     pool = sorted(((g_k, i) for i, g in enumerate(gains) if g is not None for g_k in g[: drafted[i]]), reverse=True)
     n = best_count([g for g, _ in pool], lambda n: a + b * (rows + fixed + n), base=rows + fixed)
