@@ -45,10 +45,8 @@ def resolve_auto(drafter: str, has_prediction: bool, has_draft_model: bool) -> s
 
 
 def build_drafter(drafter: str, prediction_ids: Sequence[int] | None, policy: str = "default",
-                  lookup: LookupConfig = LookupConfig(), caller_sizes: bool = False) -> Drafter:
+                  lookup: LookupConfig = LookupConfig()) -> Drafter:
     """A fresh drafter (per request) for a name in TOKEN_DRAFTERS; prediction_ids: the prediction, tokenized.
-    caller_sizes: the caller cuts every draft to what pays (the vLLM proposer's batch sizing), so the
-    prediction drafter drafts all it has (PredictionConfig.caller_sizes) instead of growing its drafts.
 
     Raises QuickdraftError for a name this factory does not build, a policy that does not exist, or a
     prediction that the drafter would need or ignore.
@@ -61,7 +59,7 @@ def build_drafter(drafter: str, prediction_ids: Sequence[int] | None, policy: st
     drafter = resolve_auto(drafter, has_prediction, has_draft_model=False)
     if not isinstance(lookup, LookupConfig):
         raise QuickdraftError(f"lookup must be a LookupConfig; got {type(lookup).__name__}")
-    config = PredictionConfig.for_policy(policy, caller_sizes)  # validates the policy name
+    config = PredictionConfig.for_policy(policy)  # validates the policy name
     parts: list[Drafter] = []
     if drafter in ("prediction", "prediction+lookup"):
         parts.append(PredictionDrafter(list(prediction_ids), config))

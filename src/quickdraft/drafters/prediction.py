@@ -36,9 +36,7 @@ Policies:
     away), and sizes each draft by the current run of agreement: a draft as long as the number of
     consecutive output tokens matching the prediction at the anchor, between min_draft and
     max_draft. A fresh prediction starts with `initial_draft`. A run that keeps being right doubles
-    the draft every pass; a miss cuts it back to the (short) evidence of the new anchor. Where the
-    caller sizes drafts from measured acceptance and costs (for_policy(caller_sizes=True): the vLLM
-    proposer), it drafts up to max_draft every time and the caller cuts.
+    the draft every pass; a miss cuts it back to the (short) evidence of the new anchor.
 """
 
 from __future__ import annotations
@@ -73,14 +71,9 @@ class PredictionConfig:
             raise QuickdraftError("recovery_threshold and strong_ngram must be >= 1, window >= 0")
 
     @classmethod
-    def for_policy(cls, policy: Policy, caller_sizes: bool = False) -> "PredictionConfig":
-        """The policy's settings. caller_sizes: the caller cuts each draft to what pays from measured
-        acceptance and costs (the vLLM proposer), so "default" drafts all it has, up to max_draft,
-        whatever its run of agreement; "openai" is a measured behaviour and stays as it is."""
+    def for_policy(cls, policy: Policy) -> "PredictionConfig":
         if policy == "openai":
             return cls(policy="openai", initial_draft=16, min_draft=16, max_draft=16, recovery_threshold=32, max_match=32)
-        if caller_sizes and policy == "default":
-            return cls(policy=policy, initial_draft=cls.max_draft, min_draft=cls.max_draft)
         return cls(policy=policy)
 
 

@@ -26,9 +26,10 @@ the start of the next: the forward, sampling and scheduling of the step it draft
 tokens, which gives t(T) under the current load; each request's acceptance is counted (DraftRates:
 after a fully accepted draft and after anything else); each step keeps the draft tokens of all rows,
 most likely first, while one more token adds more output than it costs: long drafts for one request on
-a flat t, fewer and only the likeliest as the batch fills, none where they do not pay. With sizing,
-the prediction drafter drafts all it has (up to the budget) and this rule decides the length; its own
-doubling rule is for quickdraft's engine. The cut changes how much is verified, never the output.
+a flat t, fewer and only the likeliest as the batch fills, none where they do not pay. The drafters keep
+their own length rules (the prediction drafter's doubling while it stays right: replayed with vLLM's
+fitted step costs it beat drafting all it has, scripts/vllm_replay.py); the cut comes on top. It changes
+how much is verified, never the output.
 
 Budget: vLLM verifies whatever the proposer returns, and a step that accepts more than
 num_speculative_tokens crashes its metrics (vllm 0.32, v1/metrics/stats.py), so every draft is cut to
@@ -230,7 +231,7 @@ class Proposer:
         ids = None if prediction is None else self.tokenizer.encode(prediction, add_special_tokens=False)
         name = request_drafter(extra.get("qd_drafter"), self.default_drafter, ids is not None)
         sized = extra.get("qd_sizing", self.default_sizing) == "cost"
-        drafter = build_drafter(name, ids, extra.get("qd_policy", self.default_policy), caller_sizes=sized)
+        drafter = build_drafter(name, ids, extra.get("qd_policy", self.default_policy))
         prompt = list(cached.prompt_token_ids or [])
         drafter.begin(prompt)
         stop_ids = frozenset(getattr(params, "all_stop_token_ids", None) or ()) if params is not None else frozenset()
