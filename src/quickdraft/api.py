@@ -305,7 +305,7 @@ def load(model: str | None = None, *, runner: str = "transformers", draft_model:
     runner: "transformers" (GGUF files are converted once) or "llama.cpp" (the GGUF run by llama.cpp as it
     is, 4-bit: a one-token pass 3-4x cheaper than float32 on a CPU, but passes of many tokens and prefill
     cost more than on a stock llama.cpp build, for exactness; see docs/llamacpp.md; installed by
-    scripts/setup.sh). Every drafter and acceptance rule works on both.
+    `bash scripts/setup.sh --with-llama-cpp`). Every drafter and acceptance rule works on both.
     draft_model: a smaller model with the same tokenizer (alias, folder or .gguf) for speculative
     decoding (drafter="draft-model"); refused before any weights load if its vocabulary differs.
     draft_runner: the draft model's runner (default: the target's); the two may differ.

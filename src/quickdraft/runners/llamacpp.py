@@ -54,7 +54,7 @@ from ..tokenizer import render_chat_template
 
 DEFAULT_MAX_CONTEXT = 16384  # tokens of KV cache allocated when the caller sets no max_context
 REBUILD = ("CMAKE_ARGS=-DGGML_LLAMAFILE=OFF pip install --force-reinstall --no-deps --no-binary llama-cpp-python "
-           "llama-cpp-python  (scripts/setup.sh does this)")
+           "llama-cpp-python  (in a checkout: bash scripts/setup.sh --with-llama-cpp)")
 os.environ.setdefault("GGML_CPU_TILED_MM", "0")  # before llama.cpp's first matrix product: see Exactness above
 
 

