@@ -109,6 +109,19 @@ def test_pass_costs_measured_interpolated_and_extended():
     assert falling.seconds(3) == pytest.approx(2.5) and falling.seconds(8) == pytest.approx(2.0)  # never cheaper past 4
 
 
+def test_tree_passes_are_costed_apart_from_linear_ones():
+    c = PassCosts(decay=1.0)
+    c.record(1, 1.0)
+    c.record(17, 2.0)
+    assert c.seconds(17, tree=True) == pytest.approx(2.0)  # no tree measured yet: a linear pass's cost
+    c.record(17, 3.0, tree=True)
+    assert c.seconds(17, tree=True) == pytest.approx(3.0) and c.seconds(17) == pytest.approx(2.0)
+    assert c.seconds(9, tree=True) == pytest.approx(1.5)  # one tree size: other sizes still linear
+    c.record(9, 2.0, tree=True)
+    assert c.seconds(13, tree=True) == pytest.approx(2.5)  # two tree sizes: their own line
+    assert c.seconds(13) == pytest.approx(1.75)
+
+
 def test_pass_costs_decay_follows_the_machine():
     c = PassCosts(decay=0.9)
     for _ in range(5):

@@ -15,6 +15,7 @@ from quickdraft.errors import QuickdraftError
 from quickdraft.runners.hf import HFRunner
 from quickdraft.runners.scripted import ScriptedRunner
 from quickdraft.sampling import SamplingParams, probs_from_logits
+from quickdraft.sizing import PassCosts
 
 # -- pure helpers ------------------------------------------------------------------------------------
 
@@ -237,6 +238,23 @@ def test_tree_drafts_reproduce_plain_greedy_decoding(arch, shape):
         assert accepted == 0 and len(steps) == n
     else:
         assert accepted > 0 and len(steps) < n
+
+
+def test_tree_passes_are_timed_apart_from_linear_ones():
+    script = [4, 5, 6, 7, 8, 9, 10, 4, 5, 6]
+    prompt = [1, 2]
+
+    class Alternating(TruthTreeDrafter):  # a tree of two branches, then a chain of 2 (no parents), and so on
+        def propose(self, context, budget):
+            ahead = self.truth[len(context) - self.prompt_len:][:2]
+            if len(context) % 2:
+                return Draft(tuple(ahead), source="tree")
+            return super().propose(context, budget)
+
+    costs = PassCosts()
+    drafter = Alternating(len(prompt), script, lambda a: [(0, 0), tuple(a[:2])])
+    list(generate(ScriptedRunner(script, 12, eos=11), prompt, Limits(10), drafter, costs=costs))
+    assert set(costs._tree_sums) == {5} and 3 in costs._sums and 5 not in costs._sums  # trees of 4, chains of 2
 
 
 def test_tree_block_stops_at_eos_and_limits():

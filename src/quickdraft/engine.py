@@ -118,9 +118,9 @@ def generate(
             # a model drafter's seconds count against its drafts; lookup and predictions cost ~0 (and on a
             # scripted runner their microseconds would rival the pass itself)
             sizer.record(draft.source, len(draft), verdict.accepted, len(draft) + 1, t_verified - t_drafted,
-                         t_drafted - t_step if draft.forwards else 0.0)
+                         t_drafted - t_step if draft.forwards else 0.0, tree=draft.parents is not None)
         elif costs is not None:
-            costs.record(len(draft) + 1, t_verified - t_drafted)
+            costs.record(len(draft) + 1, t_verified - t_drafted, tree=draft.parents is not None)
         if verdict.path is None:
             runner.rollback(len(context) + verdict.accepted)
         else:  # keep the root and the accepted path's rows of this pass

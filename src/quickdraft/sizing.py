@@ -67,36 +67,48 @@ from .core import Draft
 @dataclass
 class PassCosts:
     """Seconds per target pass by its number of tokens: a property of the runner and the machine, so a
-    Generator keeps one for all its requests. Each size is a decayed mean of the passes of that size."""
+    Generator keeps one for all its requests. Each size is a decayed mean of the passes of that size.
+    Tree passes (a tree attention mask) are kept apart from linear ones of the same size: their mask and
+    gathers cost more, and Ouroboros compares the two when it decides whether branches pay."""
 
     decay: float = 0.9  # weight of an older pass of the same size, per newer one
-    _sums: dict[int, list[float]] = field(default_factory=dict)  # n -> [weight, weighted seconds]
+    _sums: dict[int, list[float]] = field(default_factory=dict)  # linear passes: n -> [weight, weighted seconds]
+    _tree_sums: dict[int, list[float]] = field(default_factory=dict)  # tree passes, the same
 
-    def record(self, n: int, seconds: float) -> None:
-        w = self._sums.setdefault(n, [0.0, 0.0])
+    def record(self, n: int, seconds: float, tree: bool = False) -> None:
+        w = (self._tree_sums if tree else self._sums).setdefault(n, [0.0, 0.0])
         w[0] = self.decay * w[0] + 1.0
         w[1] = self.decay * w[1] + seconds
 
-    def seconds(self, n: int, optimistic: bool = False) -> float | None:
+    def seconds(self, n: int, optimistic: bool = False, tree: bool = False) -> float | None:
         """Measured or interpolated seconds of a pass of n tokens (None: fewer than two sizes measured).
         optimistic: a size beyond the largest measured costs what the largest does, so that a sizer
         choosing by these costs tries it, and measures it, rather than trusting a line drawn through
-        two small sizes (on transformers 2 and 3 tokens can cost 2.1 and 3.2 passes of one, 17 only 3.2)."""
-        if n in self._sums:
-            w, s = self._sums[n]
-            return s / w
-        sizes = sorted(self._sums)
-        if len(sizes) < 2:
-            return None
-        i = min(max(bisect_left(sizes, n), 1), len(sizes) - 1)  # the line through sizes[i - 1], sizes[i]
-        lo, hi = sizes[i - 1], sizes[i]
-        t_lo, t_hi = self._sums[lo][1] / self._sums[lo][0], self._sums[hi][1] / self._sums[hi][0]
-        slope = (t_hi - t_lo) / (hi - lo)
-        if n > hi:  # beyond the largest size: never cheaper than it
-            return t_hi + (0.0 if optimistic else max(slope, 0.0)) * (n - hi)
-        if n < lo:  # below the smallest: no cheaper than in proportion to it
-            return max(t_lo + slope * (n - lo), t_lo * n / lo)
-        return t_lo + slope * (n - lo)
+        two small sizes (on transformers 2 and 3 tokens can cost 2.1 and 3.2 passes of one, 17 only 3.2).
+        tree: a tree pass's; until two tree sizes are measured, a linear pass's of the same size (the
+        lower bound: a tree gets tried, and so measured)."""
+        if tree and (n in self._tree_sums or len(self._tree_sums) >= 2):
+            return _interpolated(self._tree_sums, n, optimistic)
+        return _interpolated(self._sums, n, optimistic)
+
+
+def _interpolated(sums: dict[int, list[float]], n: int, optimistic: bool) -> float | None:
+    """PassCosts.seconds over one table of decayed sums."""
+    if n in sums:
+        w, s = sums[n]
+        return s / w
+    sizes = sorted(sums)
+    if len(sizes) < 2:
+        return None
+    i = min(max(bisect_left(sizes, n), 1), len(sizes) - 1)  # the line through sizes[i - 1], sizes[i]
+    lo, hi = sizes[i - 1], sizes[i]
+    t_lo, t_hi = sums[lo][1] / sums[lo][0], sums[hi][1] / sums[hi][0]
+    slope = (t_hi - t_lo) / (hi - lo)
+    if n > hi:  # beyond the largest size: never cheaper than it
+        return t_hi + (0.0 if optimistic else max(slope, 0.0)) * (n - hi)
+    if n < lo:  # below the smallest: no cheaper than in proportion to it
+        return max(t_lo + slope * (n - lo), t_lo * n / lo)
+    return t_lo + slope * (n - lo)
 
 
 @dataclass
@@ -159,10 +171,10 @@ class DraftSizer:
         return seconds / tokens if tokens else 0.0
 
     def record(self, source: str, drafted: int, accepted: int, pass_tokens: int, seconds: float,
-               draft_seconds: float = 0.0) -> None:
-        """One verified pass: its draft's fate, how long the target took over pass_tokens tokens, and how
-        long the drafter took to propose it."""
-        self.costs.record(pass_tokens, seconds)
+               draft_seconds: float = 0.0, tree: bool = False) -> None:
+        """One verified pass: its draft's fate, how long the target took over pass_tokens tokens (a tree
+        pass if tree), and how long the drafter took to propose it."""
+        self.costs.record(pass_tokens, seconds, tree)
         if drafted:
             d = self.decay
             acc = self._acceptance.setdefault(source, [0.0, 0.0])

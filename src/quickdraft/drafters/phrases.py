@@ -252,7 +252,8 @@ class OuroborosDrafter:
         docstring). True while the costs of either pass are unknown."""
         if self.costs is None:
             return True
-        t_trunk, t_tree = self.costs.seconds(len(confidence) + 1), self.costs.seconds(size + 1)
+        t_trunk = self.costs.seconds(len(confidence) + 1)
+        t_tree = self.costs.seconds(size + 1, tree=self.tree_target)  # linear when the target cannot do trees
         if t_trunk is None or t_tree is None:
             return True
         expected, joint = 1.0, 1.0  # E and P
