@@ -15,6 +15,7 @@ import torch
 
 import quickdraft
 from conftest import reference_greedy, tiny_model
+from quickdraft.cpu import has_native_bf16
 from quickdraft.errors import QuickdraftError
 from quickdraft.runners.hf import HFRunner, PackedLinear, use_kernels
 
@@ -92,8 +93,10 @@ def test_bad_kernels_are_refused_before_any_work(tmp_path):
 
 @needs_onednn
 def test_load_packs_the_target_and_an_fp32_draft_but_not_an_int8_one(tiny_folder):
-    gen = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), progress=False)
+    gen = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), dtype="fp32", progress=False)
     assert gen.runner.kernels == "onednn" and gen.draft_runner.kernels == "torch"  # int8 layers stay as they are
+    auto = quickdraft.load(str(tiny_folder), progress=False)  # bf16 where the CPU has it: torch's own bf16 kernels
+    assert (auto.runner.dtype, auto.runner.kernels) == (("bf16", "torch") if has_native_bf16() else ("fp32", "onednn"))
     fp32 = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), draft_precision="fp32", progress=False)
     assert fp32.draft_runner.kernels == "onednn"
     stock = quickdraft.load(str(tiny_folder), kernels="torch", progress=False)

@@ -28,8 +28,16 @@ def test_bad_options_are_refused_with_what_is_wrong(options, message):
 
 
 def test_good_options_and_the_target_dtype():
-    assert LoadOptions().target_dtype == "fp32"  # auto: float32 until bf16 is exact by construction
-    assert LoadOptions(dtype="bf16").target_dtype == "bf16"
+    amd = {"model": "AMD EPYC", "flags": ["avx2", "fma"]}
+    zen4 = {"model": "AMD EPYC", "flags": ["avx2", "fma", "avx512f", "avx512_bf16"]}
+    amx = {"model": "Intel Xeon", "flags": ["avx2", "avx512f", "amx_tile", "amx_bf16"]}
+    assert LoadOptions().target_dtype(amd) == "fp32"  # auto: bf16 only where the CPU computes it natively
+    assert LoadOptions().target_dtype(zen4) == "bf16"
+    assert LoadOptions().target_dtype(amx) == "bf16"
+    assert LoadOptions(kernels="onednn").target_dtype(amx) == "fp32"  # packed float32 kernels asked for
+    assert LoadOptions(runner="llama.cpp").target_dtype(amx) == "fp32"  # not a transformers target
+    assert LoadOptions(dtype="bf16").target_dtype(amd) == "bf16"  # asked for: the load decides
+    assert LoadOptions(dtype="fp32").target_dtype(amx) == "fp32"
     LoadOptions(runner="llama.cpp", threads=2, draft_model="d", draft_runner="transformers", draft_precision="fp32",
                 kernels="onednn")  # kernels for the transformers draft: allowed
 
@@ -42,3 +50,43 @@ def test_cli_refuses_bad_model_options_before_loading(capsys, monkeypatch):
     assert "dtype applies to the transformers runner" in capsys.readouterr().err
     assert cli.main(["serve", "--kernels", "onednn", "--dtype", "bf16"]) == 2
     assert "packs float32 weights" in capsys.readouterr().err
+
+
+class _FakeOpened:
+    """api._Opened without files: a bf16 load refused as the invariance check refuses it."""
+    loads: list = []
+
+    def __init__(self, kind, name, options, progress):
+        pass
+
+    def runner(self, draft_precision=None, dtype="fp32"):
+        from quickdraft.errors import UnsupportedModelError
+        from quickdraft.runners.scripted import ScriptedRunner
+
+        _FakeOpened.loads.append(dtype)
+        if dtype == "bf16":
+            raise UnsupportedModelError("dtype bf16: passes are not row-invariant on this CPU")
+        return ScriptedRunner([1, 2, 3], vocab_size=257, eos=256)
+
+    def tokenizer(self):
+        from quickdraft.tokenizer import ByteTokenizer
+
+        return ByteTokenizer()
+
+
+@pytest.mark.parametrize("dtype", ["auto", "bf16"])
+def test_auto_falls_back_to_fp32_where_the_bf16_load_is_refused(monkeypatch, dtype):
+    from quickdraft import api, cpu
+    from quickdraft.errors import UnsupportedModelError
+
+    monkeypatch.setattr(api, "_Opened", _FakeOpened)
+    monkeypatch.setattr(cpu, "has_native_bf16", lambda info=None: True)
+    _FakeOpened.loads = []
+    if dtype == "bf16":  # asked for by name: refused, not silently replaced
+        with pytest.raises(UnsupportedModelError, match="not row-invariant"):
+            api.load_with("m", LoadOptions(dtype=dtype))
+        assert _FakeOpened.loads == ["bf16"]
+    else:
+        with pytest.warns(UserWarning, match="not row-invariant.*dtype auto falls back to fp32"):
+            api.load_with("m", LoadOptions(dtype=dtype))
+        assert _FakeOpened.loads == ["bf16", "fp32"]

@@ -91,8 +91,12 @@ def test_bf16_load_checks_the_property_and_refuses_where_it_fails(tiny_folder, m
     monkeypatch.setattr("quickdraft.runners.invariance.row_invariance", lambda *a, **k: 0.03125)
     with pytest.raises(UnsupportedModelError, match="not row-invariant.*0.03125.*use dtype fp32"):
         hf.bf16_runner(tiny_folder)
-    fp32 = quickdraft.load(str(tiny_folder), progress=False)
+    fp32 = quickdraft.load(str(tiny_folder), dtype="fp32", progress=False)
     assert fp32.runner.dtype == "fp32" and fp32.runner.row_invariant is None  # not checked: docs/runtime.md
+    if has_native_bf16():  # auto would take bf16 here: the refusal makes it fall back to fp32, saying so
+        with pytest.warns(UserWarning, match="not row-invariant.*dtype auto falls back to fp32"):
+            auto = quickdraft.load(str(tiny_folder), progress=False)
+        assert auto.runner.dtype == "fp32"
 
 
 @pytest.mark.real_model

@@ -9,6 +9,7 @@ Everything a request asks for is checked before any model work starts.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Sequence, Union
@@ -23,7 +24,7 @@ from .drafters.phrase_pool import PhrasePool
 from .drafters.phrases import OuroborosConfig, OuroborosDrafter
 from .drafters.prediction import PredictionConfig
 from .engine import Limits, check_prompt, generate as engine_generate
-from .errors import QuickdraftError
+from .errors import QuickdraftError, UnsupportedModelError
 from .options import LoadOptions
 from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
@@ -318,7 +319,8 @@ def load(model: str | None = None, *, runner: str = "transformers", draft_model:
     pass of 2-32 tokens), "torch" (as transformers loads them), "auto" (onednn where torch has it). For the
     target and a float32 draft model; the numbers differ from torch's by rounding, the same for every
     method, so outputs stay identical to plain decoding on the same kernels.
-    dtype: the transformers target's precision, "fp32", "bf16" or "auto" (fp32 for now; options.py says why).
+    dtype: the transformers target's precision, "fp32", "bf16" or "auto" (bf16 where the CPU has native bf16
+    and the model's bf16 passes are row-invariant, checked at load; else fp32: options.py).
     """
     return load_with(model, LoadOptions(runner, draft_model, draft_runner, draft_precision, max_context, threads,
                                         kernels, dtype), progress=progress)
@@ -335,9 +337,21 @@ def load_with(model: str | None, options: LoadOptions, progress: bool = True) ->
     draft = None if o.draft_model is None else _Opened(o.draft_runner or o.runner, o.draft_model, o, progress)
     if draft is not None:
         check_vocabularies(target.vocab(), draft.vocab(), name, o.draft_model)
-    return Generator(target.runner(dtype=o.target_dtype), target.tokenizer(), name=name,
+    return Generator(_target_runner(target, o), target.tokenizer(), name=name,
                      draft_runner=None if draft is None else draft.runner(draft_precision=o.draft_precision or "int8"),
                      draft_name=o.draft_model)
+
+
+def _target_runner(target: "_Opened", o: LoadOptions) -> Runner:
+    """The target's runner in o.target_dtype(); with dtype "auto", fp32 where the bf16 load is refused."""
+    dtype = o.target_dtype()
+    try:
+        return target.runner(dtype=dtype)
+    except UnsupportedModelError as refused:
+        if o.dtype != "auto" or dtype != "bf16":
+            raise
+        warnings.warn(f"{refused}. dtype auto falls back to fp32.", stacklevel=3)
+        return target.runner(dtype="fp32")
 
 
 class _Opened:

@@ -224,9 +224,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     gen = _load(args)
     name = args.model_name or args.model
     app = create_app(gen, model_name=name, api_key=api_key, max_queue=limits.max_queue,
-                     request_timeout=limits.request_timeout, max_body_bytes=limits.max_body_bytes)
+                     request_timeout=limits.request_timeout, max_body_bytes=limits.max_body_bytes,
+                     playground=not args.no_playground)
     print(f"quickdraft: serving {name!r} at http://{args.host}:{args.port}/v1"
           f"{' (API key required)' if api_key else ''}", file=sys.stderr)
+    if not args.no_playground:
+        print(f"quickdraft: playground at http://{args.host}:{args.port}/ (--no-playground turns it off)",
+              file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -376,6 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds from arrival to the last token, queue wait included (default 600)")
     v.add_argument("--max-body-bytes", type=int, default=8 << 20, help="larger request bodies get 413 (default 8 MiB)")
     v.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    v.add_argument("--no-playground", action="store_true", help="do not serve the playground page at / (a web page "
+                   "to try drafters, watch accepted draft text coloured and race plain decoding)")
     e = v.add_argument_group("vLLM (--engine vllm: docs/vllm.md)")
     e.add_argument("--engine", choices=["quickdraft", "vllm"], default="quickdraft",
                    help="quickdraft: this engine, one request at a time, every method (the default); vllm: vLLM's "
@@ -443,8 +449,9 @@ def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
                    help="precision of a transformers draft model (default int8: ~4x cheaper on a CPU; never changes "
                    "the output)")
     p.add_argument("--dtype", choices=["auto", "bf16", "fp32"], default="auto",
-                   help="the transformers target's precision: fp32, bf16 (faster on CPUs with AVX512_BF16 or AMX; not "
-                   "yet exact by construction, docs/runtime.md), auto (fp32 for now)")
+                   help="the transformers target's precision: fp32, bf16 (faster on CPUs with AVX512_BF16 or AMX; exact "
+                   "by construction, checked at load: docs/runtime.md), auto (bf16 where the CPU has native bf16 "
+                   "and the check passes, else fp32)")
     p.add_argument("--kernels", choices=["auto", "onednn", "torch"], default="auto",
                    help="a transformers model's Linear layers: onednn (weights packed once; on a CPU ~1.2x faster "
                    "plain decoding, 1.2-1.8x faster verification passes), torch (as transformers loads them), auto "

@@ -10,9 +10,9 @@ dtype (the transformers target's weights and activations):
     "fp32"  float32; Linear layers packed for oneDNN (kernels "auto")
     "bf16"  bfloat16 with torch's own kernels: on a CPU with native bf16 (AVX512_BF16 or AMX) a pass is
             cheaper, and much cheaper for many tokens (docs/runtime.md has the measured costs)
-    "auto"  fp32 for now: bf16 is faster where the CPU has it, but its passes are not yet exact by
-            construction (a verify pass and one-token decoding round differently; docs/runtime.md), and
-            quickdraft does not trade exactness for speed by default
+    "auto"  bf16 where the CPU computes bf16 in hardware (AVX512_BF16 or AMX) and the model's bf16 passes
+            pass the row-invariance check at load; fp32 elsewhere, and where that check refuses the model
+            (the load says so on stderr). kernels "onednn" asks for float32 and so makes auto fp32.
 """
 
 from __future__ import annotations
@@ -65,7 +65,14 @@ class LoadOptions:
             raise QuickdraftError("kernels 'onednn' packs float32 weights; with dtype 'bf16' torch's own bf16 kernels "
                                   "run (leave kernels at auto)")
 
-    @property
-    def target_dtype(self) -> str:
-        """The precision the transformers target loads in: dtype with "auto" resolved (fp32 for now)."""
-        return "fp32" if self.dtype == "auto" else self.dtype
+    def target_dtype(self, cpu: dict | None = None) -> str:
+        """The precision the transformers target is tried in first: dtype with "auto" resolved for this CPU
+        (cpu: cpu.cpu_info()'s dict, for tests). With "auto" a bf16 load the invariance check refuses falls
+        back to fp32 (api.load_with); an explicit "bf16" is refused instead."""
+        from .cpu import has_native_bf16
+
+        if self.dtype != "auto":
+            return self.dtype
+        if self.runner != "transformers" or self.kernels == "onednn":
+            return "fp32"
+        return "bf16" if has_native_bf16(cpu) else "fp32"
