@@ -30,6 +30,7 @@ from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, sizing_for
 from .stopping import StopStrings
+from .text import REPLACEMENT, IncrementalText, Origins
 from .tokenizer import Tokenizer
 
 Message = dict[str, Any]
@@ -39,12 +40,18 @@ DrafterName = Literal["auto", "prediction", "lookup", "prediction+lookup", "draf
 
 @dataclass(frozen=True)
 class Chunk:
-    """A streamed piece of output: the text that became final with this step and its tokens."""
+    """A streamed piece of output: the text that became final with this step and its tokens.
+
+    The text may hold back a little (a possible stop string, a character split across tokens), so it
+    need not be the text of this step's tokens; segments split it by origin: (text, from_draft) runs.
+    """
 
     text: str
     token_ids: tuple[int, ...]
     from_draft: tuple[bool, ...]
     finish_reason: str | None = None
+    drafted: int = 0  # draft tokens the target checked in this step (accepted: sum(from_draft))
+    segments: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass
@@ -217,7 +224,8 @@ class Generator:
         ids = self.encode_prompt(prompt, chat)
         d = self.make_drafter(drafter, prediction, policy, lookup, draft, sampling, ouroboros, pool_scope)
         sizer = DraftSizer(costs=self.pass_costs) if sizing_for(self.runner, draft_sizing, d) else None
-        return Stream(self, ids, limits, d, StopStrings(stops, self.tokenizer.decode), sampling, rule, sizer)
+        stop_strings = StopStrings(stops, self.tokenizer.decode, _local(self.tokenizer))
+        return Stream(self, ids, limits, d, stop_strings, sampling, rule, sizer)
 
     def generate(self, prompt: Prompt, **options: Any) -> Result:
         """Like `stream`, run to the end; takes the same keyword options."""
@@ -255,46 +263,42 @@ class Stream:
 
     def __iter__(self) -> Iterator[Chunk]:
         decode = self.gen.tokenizer.decode
-        out: list[int] = []
-        flags: list[bool] = []
+        text = IncrementalText(decode, _local(self.gen.tokenizer))  # the output's text, a step at a time (text.py)
+        origins = Origins()
+        out, flags = text.tokens, []
         released = 0
         hold = max(0, self.stops.longest - 1)
         finish = "length"
         steps = engine_generate(self.gen.runner, self.prompt_ids, self.limits, self.drafter, self.stops, self.stats,
                                 self.sampling, self.acceptance, self.sizer, self.gen.pass_costs)
+        step = None
         for step in steps:
-            out.extend(step.tokens)
+            accepted = sum(step.from_draft)  # the step's tokens: the accepted draft, then the target's
+            for tokens, from_draft in ((step.tokens[:accepted], True), (step.tokens[accepted:], False)):
+                if tokens:
+                    text.extend(tokens)
+                    origins.add(len(text), from_draft)
             flags.extend(step.from_draft)
-            text = decode(out)
             if step.finish_reason:
                 finish = step.finish_reason
-                final = self.stops.cut(text)
-                yield Chunk(final[released:], step.tokens, step.from_draft, finish)
                 break
             end = len(text) - hold
-            while end > released and text[end - 1] == "\ufffd":
-                end -= 1
-            piece = text[released:end] if end > released else ""
-            released = max(released, end)
-            yield Chunk(piece, step.tokens, step.from_draft)
-        text = self.stops.cut(decode(out))
-        self.result = Result(text, out, flags, finish, self.stats, self.prompt_ids, _segments(out, flags, decode, text))
+            piece = text.since(released)[: max(0, end - released)]
+            while piece.endswith(REPLACEMENT):  # an incomplete character: wait for its other bytes
+                piece = piece[:-1]
+            yield Chunk(piece, step.tokens, step.from_draft, None, len(step.verdict.draft),
+                        origins.split(released, piece))
+            released += len(piece)
+        final = self.stops.cut(decode(out))  # the whole text decoded once: the result is decode's own
+        self.result = Result(final, out, flags, finish, self.stats, self.prompt_ids, list(origins.split(0, final)))
+        if step is not None and step.finish_reason:
+            yield Chunk(final[released:], step.tokens, step.from_draft, finish, len(step.verdict.draft),
+                        origins.split(released, final[released:]))
 
 
-def _segments(out: list[int], flags: list[bool], decode, text: str) -> list[tuple[str, bool]]:
-    """Split the final text into runs of draft-accepted and generated tokens (for display)."""
-    segs: list[tuple[str, bool]] = []
-    start_char, i = 0, 0
-    while i < len(out):
-        j = i
-        while j < len(out) and flags[j] == flags[i]:
-            j += 1
-        end_char = min(len(decode(out[:j])), len(text)) if j < len(out) else len(text)
-        if end_char > start_char:
-            segs.append((text[start_char:end_char], flags[i]))
-            start_char = end_char
-        i = j
-    return segs
+def _local(tokenizer: Tokenizer) -> bool:
+    """Whether its text can be decoded a step at a time (Tokenizer.decodes_locally; True if it does not say)."""
+    return getattr(tokenizer, "decodes_locally", True)
 
 
 def load(model: str | None = None, *, runner: str = "transformers", draft_model: str | None = None,

@@ -9,6 +9,10 @@ from .errors import QuickdraftError
 
 class Tokenizer(Protocol):
     eos_token_ids: frozenset[int]
+    # decode(a + b) == decode(a) + decode(b)[...] beyond a few tokens of context (text.py): streaming
+    # text is then decoded a step at a time; False (a decoder that cleans up spaces around punctuation,
+    # so a later token changes earlier text): the whole output is decoded again each step
+    decodes_locally: bool
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
 
@@ -29,6 +33,7 @@ class HFTokenizer:
         if tokenizer.eos_token_id is not None:
             eos.add(tokenizer.eos_token_id)
         self.eos_token_ids = frozenset(eos)
+        self.decodes_locally = not getattr(tokenizer, "clean_up_tokenization_spaces", False)
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return list(self.tok.encode(text, add_special_tokens=add_special_tokens))
@@ -54,6 +59,7 @@ class ByteTokenizer:
 
     vocab_size = 257
     eos = 256
+    decodes_locally = True
 
     def __init__(self) -> None:
         self.eos_token_ids = frozenset({self.eos})

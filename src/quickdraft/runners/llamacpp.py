@@ -285,6 +285,7 @@ class LlamaCppTokenizer:
         self.llm = model
         self._ll = model._ll
         self.eos_token_ids = frozenset(t for t in range(model.n_vocab) if self._ll.llama_vocab_is_eog(model.vocab, t))
+        self.decodes_locally = True  # decode joins each token's piece
         self.chat_template = model.meta("tokenizer.chat_template")
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
