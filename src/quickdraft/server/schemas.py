@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..api import Result
+from ..api import Chunk, Result
 from ..drafters.build import DRAFTER_NAMES
 from ..core import Stats
 from ..drafters.draft_model import DraftModelConfig
@@ -159,6 +159,10 @@ class QuickdraftOptions(BaseModel):
     kl_bound: float | None = Field(None, ge=0, allow_inf_nan=False)  # per-token KL bound for mentored
     ouroboros: OuroborosOptions | None = None  # settings of drafter "ouroboros"
     draft_sizing: Literal["auto", "cost", "off"] = "auto"  # drafts capped by measured pass costs, or as proposed
+    # the text split by origin, [[text, from_draft], ...]: in each streamed chunk's "quickdraft" object (with
+    # the step's tokens, drafted and accepted counts; chunks of a step that released no text too), or in the
+    # response's; what the playground colours
+    segments: bool = False
 
 
 class BaseRequest(BaseModel):
@@ -337,18 +341,22 @@ class ResponseIds:
     def _head(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "system_fingerprint": None}
 
-    def completion(self, result: Result) -> dict[str, Any]:
+    def completion(self, result: Result, segments: bool = False) -> dict[str, Any]:
         if self.chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": result.text, "refusal": None},
                       "logprobs": None, "finish_reason": result.finish_reason}
         else:
             choice = {"index": 0, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason}
         body = self._head("chat.completion" if self.chat else "text_completion")
-        return {**body, "choices": [choice], "usage": usage(result.stats), "quickdraft": result.stats.as_dict()}
+        extension = result.stats.as_dict()
+        if segments:
+            extension["segments"] = [[text, from_draft] for text, from_draft in result.segments]
+        return {**body, "choices": [choice], "usage": usage(result.stats), "quickdraft": extension}
 
     def chunk(self, text: str | None, finish_reason: str | None = None, *, role: bool = False,
-              with_usage_field: bool = False) -> dict[str, Any]:
-        """One streamed chunk; text None gives an empty delta (the closing chunk)."""
+              with_usage_field: bool = False, step: Chunk | None = None) -> dict[str, Any]:
+        """One streamed chunk; text None gives an empty delta (the closing chunk). step: the engine step it
+        carries, described in a "quickdraft" object (QuickdraftOptions.segments)."""
         if self.chat:
             delta: dict[str, Any] = {"role": "assistant"} if role else {}
             if text is not None:
@@ -359,6 +367,9 @@ class ResponseIds:
         body = {**self._head("chat.completion.chunk" if self.chat else "text_completion"), "choices": [choice]}
         if with_usage_field:
             body["usage"] = None
+        if step is not None:
+            body["quickdraft"] = {"segments": [[t, f] for t, f in step.segments], "tokens": len(step.token_ids),
+                                  "drafted": step.drafted, "accepted": sum(step.from_draft)}
         return body
 
     def usage_chunk(self, stats: Stats) -> dict[str, Any]:
