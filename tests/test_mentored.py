@@ -381,7 +381,7 @@ def test_cli_mentored(tiny_folder, capsys):
     assert code == 0, err
     assert "LOSSY: mentored" in err
     code, _, err = run_cli(capsys, "generate", "--model", str(tiny_folder), "--acceptance", "mentored", "zzz")
-    assert code == 2 and "needs --kl-bound" in err
+    assert code == 2 and "needs kl_bound (CLI: --kl-bound D)" in err
     code, _, err = run_cli(capsys, "generate", "--model", str(tiny_folder), "--acceptance", "mentored",
                            "--kl-bound", "0.1", "zzz")
     assert code == 2 and "with greedy decoding" in err

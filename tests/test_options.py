@@ -90,3 +90,60 @@ def test_auto_falls_back_to_fp32_where_the_bf16_load_is_refused(monkeypatch, dty
         with pytest.warns(UserWarning, match="not row-invariant.*dtype auto falls back to fp32"):
             api.load_with("m", LoadOptions(dtype=dtype))
         assert _FakeOpened.loads == ["bf16", "fp32"]
+
+
+# -- DecodeOptions ------------------------------------------------------------------------------------
+
+from quickdraft import DecodeOptions, SamplingParams  # noqa: E402
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"drafter": "magic"}, "drafter must be one of auto, prediction, lookup"),
+    ({"drafter": object()}, "an object with begin, propose and observe"),
+    ({"policy": "sometimes"}, "policy"),
+    ({"max_new_tokens": 0}, "max_new_tokens must be a positive integer; got 0"),
+    ({"max_new_tokens": True}, "max_new_tokens must be a positive integer"),
+    ({"stop": ["ok", ""]}, "stop strings must not be empty"),
+    ({"stop": 5}, "stop must be a string or a list of strings"),
+    ({"chat": "yes"}, "chat must be True, False or None"),
+    ({"sampling": {"temperature": 1}}, "sampling must be a SamplingParams; got dict"),
+    ({"lookup": 3}, "lookup must be a LookupConfig"),
+    ({"acceptance": "mentored", "sampling": SamplingParams(1.0)}, "needs kl_bound"),
+    ({"acceptance": "mentored", "kl_bound": 0.1}, "with greedy decoding"),
+    ({"acceptance": "mentored", "kl_bound": 0.1, "sampling": SamplingParams(1.0), "drafter": "ouroboros"},
+     "mentored acceptance does not take"),
+    ({"draft_sizing": "sometimes"}, "draft_sizing must be one of auto, cost, off"),
+    ({"pool_scope": 3}, "pool_scope must be a string"),
+])
+def test_decode_options_refuse_what_is_wrong_when_made(options, message):
+    with pytest.raises(QuickdraftError, match=message.replace("(", r"\(")):
+        DecodeOptions(**options)
+
+
+def test_decode_options_normalise_and_check_the_load():
+    o = DecodeOptions(stop="END", drafter="draft-model")
+    assert o.stop == ("END",) and DecodeOptions(stop=None).stop == () and o.sampling.greedy
+    with pytest.raises(QuickdraftError, match="needs a draft model: pass --draft-model"):
+        o.check_load(LoadOptions())
+    o.check_load(LoadOptions(draft_model="small"))
+
+
+def test_stream_takes_an_options_object_and_keyword_changes():
+    from quickdraft.api import Generator
+    from quickdraft.runners.scripted import ScriptedRunner
+    from quickdraft.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    script = "hello world, hello again"
+    gen = Generator(ScriptedRunner(tok.encode(script), 257, tok.eos), tok)
+    options = DecodeOptions(drafter="lookup", max_new_tokens=11, draft_sizing="off")
+    by_object = gen.generate("hi", options)
+    by_keywords = gen.generate("hi", drafter="lookup", max_new_tokens=11, draft_sizing="off")
+    assert by_object.text == by_keywords.text == script[:11]
+    assert by_object.stats.target_passes == by_keywords.stats.target_passes
+    changed = gen.generate("hi", options, max_new_tokens=5, stop=["lo"])  # the object's fields, changed
+    assert changed.text == "hel" and changed.finish_reason == "stop" and options.max_new_tokens == 11
+    with pytest.raises(QuickdraftError, match="unknown option.*max_tokens.*the options are DecodeOptions' fields"):
+        gen.stream("hi", max_tokens=5)
+    with pytest.raises(QuickdraftError, match="options must be a DecodeOptions; got dict"):
+        gen.stream("hi", {"drafter": "lookup"})

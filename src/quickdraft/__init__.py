@@ -7,10 +7,11 @@ from .drafters.ngram import LookupConfig, PromptLookupDrafter
 from .drafters.phrases import OuroborosConfig
 from .drafters.prediction import PredictionConfig, PredictionDrafter
 from .errors import QuickdraftError
+from .options import DecodeOptions, LoadOptions
 from .sampling import SamplingParams
 
 __all__ = [
-    "Chunk", "Draft", "DraftModelConfig", "Generator", "LookupConfig", "OuroborosConfig", "PredictionConfig", "PredictionDrafter",
+    "Chunk", "DecodeOptions", "Draft", "DraftModelConfig", "Generator", "LoadOptions", "LookupConfig", "OuroborosConfig", "PredictionConfig", "PredictionDrafter",
     "PromptLookupDrafter", "QuickdraftError", "Result", "SamplingParams", "Stats", "Step", "Stream", "Verdict", "load",
 ]
 __version__ = "0.1.0"

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterator, Literal, Sequence, Union
 
 from .acceptance import Acceptance
 from .core import Stats
 from .drafters.base import Drafter
 from .drafters.build import build_drafter, check_drafter, resolve_auto
-from .drafters.draft_model import DraftModelConfig, DraftModelDrafter
-from .drafters.ngram import LookupConfig
+from .drafters.draft_model import DraftModelDrafter
 from .drafters.phrase_pool import PhrasePool
 from .drafters.phrases import OuroborosConfig, OuroborosDrafter
-from .drafters.prediction import PredictionConfig
 from .engine import Limits, check_prompt, generate as engine_generate
 from .errors import QuickdraftError, UnsupportedModelError
-from .options import LoadOptions
+from .options import DecodeOptions, LoadOptions
 from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, sizing_for
@@ -36,6 +34,7 @@ from .tokenizer import Tokenizer
 Message = dict[str, Any]
 Prompt = Union[str, Sequence[Message]]
 DrafterName = Literal["auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none"]
+DECODE_FIELDS = frozenset(f.name for f in fields(DecodeOptions))
 
 
 @dataclass(frozen=True)
@@ -134,72 +133,42 @@ class Generator:
         check_prompt(ids, self.runner)
         return ids
 
-    def make_drafter(
-        self,
-        drafter: DrafterName | Drafter,
-        prediction: Any,
-        policy: str,
-        lookup: LookupConfig,
-        draft: DraftModelConfig = DraftModelConfig(),
-        sampling: SamplingParams = SamplingParams(),
-        ouroboros: OuroborosConfig = OuroborosConfig(),
-        pool_scope: str = "",
-    ) -> Drafter:
+    def make_drafter(self, options: DecodeOptions, prediction: Any = None) -> Drafter:
+        """The drafter of one request: options.drafter (a name, or a Drafter object used as it is) over the
+        prediction (a string or OpenAI's text parts); refused if it cannot serve the request."""
         pred_text = None if prediction is None else text_parts(prediction, "prediction")
-        if not isinstance(drafter, str):
+        if not isinstance(options.drafter, str):
             if pred_text is not None:
                 raise QuickdraftError("prediction was given together with a custom drafter object; pass one or the other")
-            return drafter
-        check_drafter(drafter, pred_text is not None, self.draft_runner is not None)
-        if not isinstance(draft, DraftModelConfig):
-            raise QuickdraftError(f"draft must be a DraftModelConfig; got {type(draft).__name__}")
-        if not isinstance(ouroboros, OuroborosConfig):
-            raise QuickdraftError(f"ouroboros must be an OuroborosConfig; got {type(ouroboros).__name__}")
-        if not isinstance(pool_scope, str):
-            raise QuickdraftError(f"pool_scope must be a string; got {type(pool_scope).__name__}")
-        drafter = resolve_auto(drafter, pred_text is not None, self.draft_runner is not None)
+            return options.drafter
+        check_drafter(options.drafter, pred_text is not None, self.draft_runner is not None)
+        drafter = resolve_auto(options.drafter, pred_text is not None, self.draft_runner is not None)
         if drafter == "draft-model":
-            PredictionConfig.for_policy(policy)  # validates the policy name, as for every drafter
-            return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, sampling, draft)
+            return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, options.sampling, options.draft)
         if drafter == "ouroboros":
-            PredictionConfig.for_policy(policy)
-            return OuroborosDrafter(self.draft_runner, self.phrase_pool(ouroboros, pool_scope), ouroboros,
-                                    trees_on_target=supports_trees(self.runner), costs=self.pass_costs)
+            return OuroborosDrafter(self.draft_runner, self.phrase_pool(options.ouroboros, options.pool_scope),
+                                    options.ouroboros, trees_on_target=supports_trees(self.runner), costs=self.pass_costs)
         ids = None if pred_text is None else self.tokenizer.encode(pred_text, add_special_tokens=False)
-        return build_drafter(drafter, ids, policy, lookup)
+        return build_drafter(drafter, ids, options.policy, options.lookup)
 
     # -- generation ---------------------------------------------------------------------------
-    def stream(
-        self,
-        prompt: Prompt,
-        *,
-        prediction: Any = None,
-        drafter: DrafterName | Drafter = "auto",
-        policy: str = "default",
-        max_new_tokens: int = 256,
-        stop: str | Sequence[str] | None = None,
-        chat: bool | None = None,
-        lookup: LookupConfig = LookupConfig(),
-        draft: DraftModelConfig = DraftModelConfig(),
-        sampling: SamplingParams = SamplingParams(),
-        acceptance: str = "exact",
-        kl_bound: float | None = None,
-        draft_sizing: str = "auto",
-        ouroboros: OuroborosConfig = OuroborosConfig(),
-        pool_scope: str = "",
-    ) -> "Stream":
+    def stream(self, prompt: Prompt, options: DecodeOptions | None = None, *, prediction: Any = None,
+               **changes: Any) -> "Stream":
         """Start a generation; iterate the returned Stream for Chunks, then read `.result`.
 
-        drafter: "auto" drafts from the prediction when one is given, else by prompt lookup;
-        "prediction", "lookup", "prediction+lookup" (prediction first, lookup where it has nothing),
-        "draft-model" (the draft model loaded with the target) and "none" (plain decoding) pick one.
-        With a draft model loaded, "auto" uses it when no prediction is given.
-        draft: draft length settings of the draft-model drafter (fixed or adaptive).
-        ouroboros: settings of the "ouroboros" drafter (drafters/phrases.py): the draft model drafts
-        phrase by phrase from a phrase pool, and drafts are lengthened by phrases verified as a tree.
-        pool_scope: whose phrase pool an "ouroboros" request reads and feeds (e.g. a user id); pools
-        are kept across requests per scope unless ouroboros.warm_start is off.
-        policy: "default" or "openai" (see drafters/prediction.py).
+        options: how to decode (options.DecodeOptions; default: its defaults, greedy); keyword arguments
+        named as its fields make one, or change the one given: `gen.stream(p, drafter="lookup")`.
+        prediction: the text the output is expected to be (a string or OpenAI's text parts).
+
+        DecodeOptions' fields, in short (options.py has each rule):
+        drafter: "auto" drafts from the prediction when one is given, else with the draft model if one is
+        loaded, else by prompt lookup; "prediction", "lookup", "prediction+lookup" (prediction first,
+        lookup where it has nothing), "draft-model", "ouroboros" (the draft model drafting phrase by
+        phrase from a phrase pool, drafts lengthened by phrases verified as a tree; drafters/phrases.py)
+        and "none" (plain decoding) pick one; a Drafter object drafts as it is.
+        policy: "default" or "openai" (drafters/prediction.py). max_new_tokens, stop, chat.
+        lookup / draft / ouroboros: the settings of those drafters. pool_scope: whose Ouroboros phrase
+        pool a request reads and feeds (e.g. a user id); pools are kept across requests per scope.
         sampling: temperature / top_p / top_k / seed; the default is greedy decoding. Under sampling
         drafts are verified by speculative sampling, which keeps the output distribution exact.
         acceptance: "exact" (the default) or "mentored" (sampling only, lossy: accepts more draft
@@ -207,44 +176,35 @@ class Generator:
         draft_sizing: "cost" caps each draft at the length that pays on this runner, from measured pass
         costs and acceptance (sizing.py; never changes the output); "off" verifies drafts as proposed;
         "auto" (default): "cost", except for Ouroboros on transformers, which sizes its drafts itself.
-        The draft model's drafts are trimmed by its own confidence in each token rather than capped.
         """
-        if not isinstance(sampling, SamplingParams):
-            raise QuickdraftError(f"sampling must be a SamplingParams; got {type(sampling).__name__}")
-        if acceptance == "mentored" and kl_bound is None:
-            raise QuickdraftError("acceptance 'mentored' needs kl_bound: the largest KL divergence per token you accept")
-        rule = Acceptance(acceptance, 0.0 if kl_bound is None else kl_bound)
-        rule.check(sampling)
-        if drafter == "ouroboros" and rule.rule == "mentored":
-            raise QuickdraftError("drafter 'ouroboros' verifies tree drafts, which mentored acceptance does not take; "
-                                  "use acceptance 'exact'")
-        limits = Limits(max_new_tokens=max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
-        stops = _stop_list(stop)
-        sizing_for(self.runner, draft_sizing)  # a bad choice fails before the prompt is encoded
-        ids = self.encode_prompt(prompt, chat)
-        d = self.make_drafter(drafter, prediction, policy, lookup, draft, sampling, ouroboros, pool_scope)
-        sizer = DraftSizer(costs=self.pass_costs) if sizing_for(self.runner, draft_sizing, d) else None
-        stop_strings = StopStrings(stops, self.tokenizer.decode, _local(self.tokenizer))
-        return Stream(self, ids, limits, d, stop_strings, sampling, rule, sizer)
+        o = decode_options(options, changes)
+        limits = Limits(max_new_tokens=o.max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
+        ids = self.encode_prompt(prompt, o.chat)
+        d = self.make_drafter(o, prediction)
+        sizer = DraftSizer(costs=self.pass_costs) if sizing_for(self.runner, o.draft_sizing, d) else None
+        stop_strings = StopStrings(o.stop, self.tokenizer.decode, _local(self.tokenizer))
+        return Stream(self, ids, limits, d, stop_strings, o.sampling, o.rule, sizer)
 
-    def generate(self, prompt: Prompt, **options: Any) -> Result:
-        """Like `stream`, run to the end; takes the same keyword options."""
-        s = self.stream(prompt, **options)
+    def generate(self, prompt: Prompt, options: DecodeOptions | None = None, *, prediction: Any = None,
+                 **changes: Any) -> Result:
+        """Like `stream`, run to the end; takes the same options."""
+        s = self.stream(prompt, options, prediction=prediction, **changes)
         for _ in s:
             pass
         return s.result
 
 
-def _stop_list(stop: str | Sequence[str] | None) -> list[str]:
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        stop = [stop]
-    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
-        raise QuickdraftError(f"stop must be a string or a list of strings; got {stop!r:.80}")
-    if any(s == "" for s in stop):
-        raise QuickdraftError("stop strings must not be empty")
-    return list(stop)
+def decode_options(options: DecodeOptions | None, changes: dict[str, Any]) -> DecodeOptions:
+    """options with the keyword changes applied (a DecodeOptions made from them when options is None)."""
+    if options is not None and not isinstance(options, DecodeOptions):
+        raise QuickdraftError(f"options must be a DecodeOptions; got {type(options).__name__}")
+    unknown = sorted(set(changes) - DECODE_FIELDS)
+    if unknown:
+        raise QuickdraftError(f"unknown option(s) {', '.join(unknown)}; the options are DecodeOptions' fields: "
+                              f"{', '.join(sorted(DECODE_FIELDS))}")
+    if options is None:
+        return DecodeOptions(**changes)
+    return replace(options, **changes) if changes else options
 
 
 class Stream:

@@ -10,10 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from .acceptance import Acceptance
 from .drafters.draft_model import DraftModelConfig
 from .drafters.phrases import OuroborosConfig
-from .engine import Limits
 from .errors import QuickdraftError
 from .prompts import edit_request
 from .sampling import SamplingParams
@@ -71,33 +69,29 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise QuickdraftError("the prompt is empty")
 
     # Checked before the model is loaded (which can mean a download): the rest is checked by stream().
-    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
-    Limits(max_new_tokens=args.max_new_tokens)
-    draft = _draft_config(args.draft_length)
-    ouroboros = ouroboros_config(args.ouroboros)
-    if args.acceptance == "mentored" and args.kl_bound is None:
-        raise QuickdraftError("--acceptance mentored needs --kl-bound D")
-    Acceptance(args.acceptance, args.kl_bound or 0.0).check(sampling)
-    from .drafters.build import NEEDS_DRAFT_MODEL
+    from .options import DecodeOptions
 
-    if args.drafter in NEEDS_DRAFT_MODEL and not args.draft_model:
-        raise QuickdraftError(f"drafter {args.drafter!r} needs a draft model: pass --draft-model ALIAS|PATH")
-    gen = _load(args)
+    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    options = DecodeOptions(drafter=args.drafter, policy=args.policy, max_new_tokens=args.max_new_tokens,
+                            stop=args.stop, sampling=sampling, draft=_draft_config(args.draft_length),
+                            acceptance=args.acceptance, kl_bound=args.kl_bound, draft_sizing=args.draft_sizing,
+                            ouroboros=ouroboros_config(args.ouroboros))
+    load_options = _load_options(args)
+    options.check_load(load_options)
+    from .api import load_with
+
+    gen = load_with(args.model, load_options)
     chat = None if args.chat == "auto" else args.chat == "yes"
     if chat is None:
         chat = gen.tokenizer.has_chat_template
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     request = messages if chat else prompt
-    options = dict(prediction=prediction, drafter=args.drafter, policy=args.policy,
-                   max_new_tokens=args.max_new_tokens, stop=args.stop or None, sampling=sampling, draft=draft,
-                   acceptance=args.acceptance, kl_bound=args.kl_bound, draft_sizing=args.draft_sizing,
-                   ouroboros=ouroboros)
     # Validate everything (and warm the model up) before timing anything.
-    gen.stream(request, **options)
-    gen.generate(request, drafter="none", max_new_tokens=2, stop=None)
+    gen.stream(request, options, prediction=prediction)
+    gen.generate(request, drafter="none", max_new_tokens=2)
 
     use_color = sys.stdout.isatty() and not args.json and os.environ.get("NO_COLOR") is None
-    stream = gen.stream(request, **options)
+    stream = gen.stream(request, options, prediction=prediction)
     printed = False
     if not args.json and not use_color:
         for chunk in stream:

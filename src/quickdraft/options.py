@@ -18,6 +18,7 @@ dtype (the transformers target's weights and activations):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import QuickdraftError
 
@@ -76,3 +77,101 @@ class LoadOptions:
         if self.runner != "transformers" or self.kernels == "onednn":
             return "fp32"
         return "bf16" if has_native_bf16(cpu) else "fp32"
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How one request is decoded: everything but the prompt and the prediction, for Generator.stream, the
+    CLI, the server and the bench alike. Every rule that needs no model is checked when it is made:
+
+        >>> DecodeOptions(acceptance="mentored")
+        QuickdraftError: acceptance 'mentored' needs kl_bound (CLI: --kl-bound D): the largest KL divergence ...
+
+    What needs the model (the prompt's length, a draft model being loaded, the prediction's tokens) is
+    checked by Generator.stream, still before any model work.
+    """
+
+    drafter: Any = "auto"  # a name in drafters.build.DRAFTER_NAMES, or a Drafter object
+    policy: str = "default"  # prediction drafting policy: "default" or "openai" (drafters/prediction.py)
+    max_new_tokens: int = 256
+    stop: tuple[str, ...] = ()  # stop strings (a string or a list is taken too)
+    chat: bool | None = None  # a string prompt through the chat template (None: messages yes, strings no)
+    lookup: Any = None  # drafters.ngram.LookupConfig (None: its defaults)
+    draft: Any = None  # drafters.draft_model.DraftModelConfig (None: its defaults)
+    sampling: Any = None  # sampling.SamplingParams (None: greedy)
+    acceptance: str = "exact"  # or "mentored": lossy, sampling only, with kl_bound
+    kl_bound: float | None = None  # nats per token, for acceptance "mentored"
+    draft_sizing: str = "auto"  # "cost", "off" or "auto" (sizing.sizing_for)
+    ouroboros: Any = None  # drafters.phrases.OuroborosConfig (None: its defaults)
+    pool_scope: str = ""  # whose Ouroboros phrase pool (e.g. "user:ID"); "" the model's
+
+    def __post_init__(self) -> None:
+        from .acceptance import Acceptance
+        from .drafters.build import DRAFTER_NAMES
+        from .drafters.draft_model import DraftModelConfig
+        from .drafters.ngram import LookupConfig
+        from .drafters.phrases import OuroborosConfig
+        from .drafters.prediction import PredictionConfig
+        from .sampling import SamplingParams
+        from .sizing import SIZING
+
+        def default(name: str, kind: type) -> None:
+            value = getattr(self, name)
+            if value is None:
+                object.__setattr__(self, name, kind())
+            elif not isinstance(value, kind):
+                raise QuickdraftError(f"{name} must be a {kind.__name__}; got {type(value).__name__}")
+
+        for name, kind in (("lookup", LookupConfig), ("draft", DraftModelConfig), ("sampling", SamplingParams),
+                           ("ouroboros", OuroborosConfig)):
+            default(name, kind)
+        if isinstance(self.drafter, str):
+            if self.drafter not in DRAFTER_NAMES:
+                raise QuickdraftError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}; got {self.drafter!r}")
+        elif not all(callable(getattr(self.drafter, m, None)) for m in ("begin", "propose", "observe")):
+            raise QuickdraftError("drafter must be a drafter name or an object with begin, propose and observe; "
+                                  f"got {type(self.drafter).__name__}")
+        PredictionConfig.for_policy(self.policy)  # an unknown policy name is refused, whatever the drafter
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens <= 0:
+            raise QuickdraftError(f"max_new_tokens must be a positive integer; got {self.max_new_tokens!r}")
+        object.__setattr__(self, "stop", _stop_tuple(self.stop))
+        if self.chat is not None and not isinstance(self.chat, bool):
+            raise QuickdraftError(f"chat must be True, False or None; got {self.chat!r}")
+        if self.acceptance == "mentored" and self.kl_bound is None:
+            raise QuickdraftError("acceptance 'mentored' needs kl_bound (CLI: --kl-bound D): the largest KL divergence "
+                                  "per token you accept")
+        Acceptance(self.acceptance, 0.0 if self.kl_bound is None else self.kl_bound).check(self.sampling)
+        if self.drafter == "ouroboros" and self.acceptance == "mentored":
+            raise QuickdraftError("drafter 'ouroboros' verifies tree drafts, which mentored acceptance does not take; "
+                                  "use acceptance 'exact'")
+        if self.draft_sizing not in SIZING:
+            raise QuickdraftError(f"draft_sizing must be one of {', '.join(SIZING)}; got {self.draft_sizing!r}")
+        if not isinstance(self.pool_scope, str):
+            raise QuickdraftError(f"pool_scope must be a string; got {type(self.pool_scope).__name__}")
+
+    @property
+    def rule(self):
+        """The acceptance rule (acceptance.Acceptance)."""
+        from .acceptance import Acceptance
+
+        return Acceptance(self.acceptance, 0.0 if self.kl_bound is None else self.kl_bound)
+
+    def check_load(self, load: LoadOptions) -> None:
+        """What these options need of the loaded models, checked against the load options before loading."""
+        from .drafters.build import NEEDS_DRAFT_MODEL
+
+        if self.drafter in NEEDS_DRAFT_MODEL and load.draft_model is None:
+            raise QuickdraftError(f"drafter {self.drafter!r} needs a draft model: pass --draft-model ALIAS|PATH "
+                                  "(library: load(..., draft_model=...))")
+
+
+def _stop_tuple(stop: Any) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
+        raise QuickdraftError(f"stop must be a string or a list of strings; got {stop!r:.80}")
+    if any(s == "" for s in stop):
+        raise QuickdraftError("stop strings must not be empty")
+    return tuple(stop)

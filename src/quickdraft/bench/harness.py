@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import hashlib
-import inspect
 import json
 import os
 import platform
@@ -40,7 +39,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..cpu import cpu_info
 from ..errors import QuickdraftError
-from ..options import LoadOptions
+from ..options import DecodeOptions, LoadOptions
 from . import methods as methods_mod
 from . import workloads as workloads_mod
 from .llamacpp_stock import repack_allowed, stock_llama
@@ -312,7 +311,7 @@ class Session:
         self.chat = bool(gen.tokenizer.has_chat_template)
         self._llama: dict[str, Any] = {}
         self.pool_scope = "bench-repeat-0"  # set per run (see run)
-        self._stream_params = set(inspect.signature(type(gen).stream).parameters)
+        self._options = {f.name for f in dataclasses.fields(DecodeOptions)}  # what a quickdraft method may set
 
     # which methods can run, and why not -------------------------------------------------------
     def unavailable(self, method: Method) -> str | None:
@@ -321,9 +320,9 @@ class Session:
         for need in method.needs:
             if need.startswith("api:"):
                 option = need[4:]
-                if option not in self._stream_params:
-                    return (f"the API option {option}= is not available yet (Generator.stream has no "
-                            f"{option!r} parameter): skipped until it lands")
+                if option not in self._options:
+                    return (f"the API option {option}= is not available yet (DecodeOptions has no "
+                            f"{option!r} field): skipped until it lands")
             elif need == "draft-model" and self.gen.draft_runner is None:
                 return "no draft model loaded (pass --draft-model)"
             elif need == "transformers-runner" and not hasattr(self.gen.runner, "model"):
@@ -391,8 +390,8 @@ class Session:
 
         sampling = SamplingParams(temperature=self.config.temperature, seed=seed) if method.sampled else SamplingParams()
         scope = {"pool_scope": self.pool_scope} if method.kwargs.get("drafter") == "ouroboros" else {}
-        res = self.gen.generate(self.prompt(messages), prediction=prediction, sampling=sampling,
-                                max_new_tokens=self.config.max_new_tokens, **method.kwargs, **scope)
+        options = DecodeOptions(sampling=sampling, max_new_tokens=self.config.max_new_tokens, **method.kwargs, **scope)
+        res = self.gen.generate(self.prompt(messages), options, prediction=prediction)
         s = res.stats
         counts = {"completion_tokens": s.completion_tokens, "accepted": s.accepted_prediction_tokens,
                   "rejected": s.rejected_prediction_tokens, "draft_tokens": s.draft_tokens,

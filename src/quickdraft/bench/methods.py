@@ -7,7 +7,7 @@ baseline   the plain method of the same runner: speedups and the identity check 
            llama.cpp runs the quantised GGUF and compares with "llamacpp-plain").
 options    keyword options of the engine's call, as (name, value) pairs.
 needs      what must be present: "prediction" (the task has one), "draft-model" (loaded with
-           --draft-model), "api:NAME" (Generator.stream accepts the option NAME: work in progress
+           --draft-model), "api:NAME" (DecodeOptions has the field NAME: work in progress
            elsewhere), "llama-cpp" (llama-cpp-python imports), "gguf" (the model is a GGUF file).
 exact      the output must equal plain greedy decoding token for token; a difference is a failure.
 sampled    runs under sampling (the benchmark's --temperature, one seed per task and repeat shared by

@@ -24,7 +24,7 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any, AsyncIterator, Callable
 
@@ -38,8 +38,9 @@ from starlette.requests import ClientDisconnect
 from ..api import Generator, Stream
 from ..errors import QuickdraftError
 from .metrics import Metrics
-from .schemas import (COMPLETIONS_DEFAULT_MAX_TOKENS, ChatCompletionRequest, CompletionRequest, ResponseIds,
-                      UnsupportedParameter, json_type, BaseRequest, error_body, generation_options, refuse_unsupported)
+from .schemas import (COMPLETIONS_DEFAULT_MAX_TOKENS, BaseRequest, ChatCompletionRequest, CompletionRequest,
+                      ResponseIds, UnsupportedParameter, decode_options, error_body, json_type, prediction_text,
+                      refuse_unsupported)
 from .worker import Job, QueueFull, Worker
 
 ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/metrics", "/health")
@@ -200,8 +201,8 @@ class Service:
             raise ApiError(400, e.message, param=e.param, code="unsupported_parameter") from None
         default_max = self.generator.runner.max_context if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
         try:
-            options = generation_options(req, default_max_tokens=default_max)
-            start = functools.partial(self.generator.stream, prompt, chat=None if chat else False, **options)
+            options = replace(decode_options(req, default_max_tokens=default_max), chat=None if chat else False)
+            start = functools.partial(self.generator.stream, prompt, options, prediction=prediction_text(req))
             stream = await asyncio.get_running_loop().run_in_executor(self.prepare, start)
         except QuickdraftError as e:  # everything Generator.stream checks, before any model work
             raise ApiError(400, str(e)) from None

@@ -6,7 +6,7 @@ server does not implement is accepted only at the value that makes it a no-op (`
 `tools: []`, `presence_penalty: 0`, ...); any other value is refused by name. quickdraft's own options
 live in one extension object, `"quickdraft": {...}`, validated just as strictly.
 
-A request becomes exactly one `Generator.stream(prompt, **generation_options(...))` call.
+A request becomes exactly one `Generator.stream(prompt, decode_options(...), prediction=...)` call.
 Defaults follow OpenAI: temperature 1, top_p 1; chat `max_tokens` defaults to the rest of the context,
 completions `max_tokens` to 16.
 """
@@ -26,6 +26,7 @@ from ..drafters.draft_model import DraftModelConfig
 from ..drafters.ngram import LookupConfig
 from ..drafters.phrases import OuroborosConfig
 from ..errors import QuickdraftError
+from ..options import DecodeOptions
 from ..sampling import SamplingParams
 
 STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
@@ -278,14 +279,13 @@ def _pool_scope(req: BaseRequest, ext: QuickdraftOptions) -> str:
     return "user:" + req.user
 
 
-def generation_options(req: BaseRequest, *, default_max_tokens: int) -> dict[str, Any]:
-    """The keyword arguments of the one Generator.stream call that serves this request."""
+def decode_options(req: BaseRequest, *, default_max_tokens: int) -> DecodeOptions:
+    """How this request is decoded (raises QuickdraftError, a 400, for what the options object refuses)."""
     ext = req.quickdraft or QuickdraftOptions()
     max_tokens = req.max_tokens
     if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
         max_tokens = req.max_completion_tokens
-    return dict(
-        prediction=None if req.prediction is None else req.prediction.content,
+    return DecodeOptions(
         drafter=ext.drafter,
         policy=ext.policy,
         max_new_tokens=default_max_tokens if max_tokens is None else max_tokens,
@@ -304,6 +304,11 @@ def generation_options(req: BaseRequest, *, default_max_tokens: int) -> dict[str
             seed=req.seed,
         ),
     )
+
+
+def prediction_text(req: BaseRequest) -> Any:
+    """The request's prediction content (a string or text parts), or None."""
+    return None if req.prediction is None else req.prediction.content
 
 
 # -- responses ----------------------------------------------------------------------------------------
