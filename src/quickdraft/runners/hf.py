@@ -6,6 +6,7 @@ their past so that they too can be cut back (transformers refuses to crop them o
 
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 import torch
@@ -101,6 +102,9 @@ class HFRunner:
         self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
         self.max_context: int = max_context or getattr(config, "max_position_embeddings", None) or 2048
         self.cache = self._new_cache()  # refuses models it cannot roll back, before any work
+        # the cache's keyword: "cache" since transformers 5.20 or so ("past_key_values" warns there and goes in
+        # 5.40), "past_key_values" before
+        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         # Trees need every layer's keys in one tensor per layer to pick a path from (sliding-window
         # layers keep a rolling buffer instead).
         self.supports_trees: bool = not any(getattr(layer, "is_sliding", False) for layer in self.cache.layers)
@@ -129,12 +133,12 @@ class HFRunner:
     def prefill(self, tokens: Sequence[int]) -> None:
         for start in range(0, len(tokens), PREFILL_CHUNK):
             chunk = torch.tensor([list(tokens[start : start + PREFILL_CHUNK])], dtype=torch.long)
-            self.model(input_ids=chunk, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+            self.model(input_ids=chunk, **{self._cache_kw: self.cache}, use_cache=True, logits_to_keep=1)
 
     @torch.inference_mode()
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
         ids = torch.tensor([list(tokens)], dtype=torch.long)  # [1, n]
-        out = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True)
+        out = self.model(input_ids=ids, **{self._cache_kw: self.cache}, use_cache=True)
         return out.logits[0].float()  # [n, vocab_size]
 
     @torch.inference_mode()
@@ -148,7 +152,7 @@ class HFRunner:
         positions = torch.tensor([[cached + d for d in trees.depths(parents)]])  # [1, n]
         ids = torch.tensor([list(tokens)], dtype=torch.long)  # [1, n]
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         past_key_values=self.cache, use_cache=True)
+                         **{self._cache_kw: self.cache}, use_cache=True)
         return out.logits[0].float()  # [n, vocab_size]
 
     def keep(self, start: int, rows: Sequence[int]) -> None:
