@@ -42,6 +42,17 @@ def test_row_padded_keeps_the_layers_numbers_and_shapes():
     assert torch.equal(RowPadded(layer)(big), layer(big))
 
 
+def test_a_padded_output_layer_still_loads():
+    """qwen2.5-coder-1.5b's output layer (1536 x 151936) is padded on some CPUs: the runner reads the output
+    layer's out_features, which RowPadded must give (it raised AttributeError: a bf16 load failed)."""
+    model = tiny_model("qwen2").to(torch.bfloat16)
+    head = model.get_output_embeddings()
+    model.set_output_embeddings(RowPadded(head))
+    runner = HFRunner(model)
+    assert runner.vocab_size == head.out_features and model.get_output_embeddings().weight is head.weight
+    assert runner.forward([1, 2, 3]).shape == (3, head.out_features)
+
+
 def test_only_layers_that_need_it_are_padded():
     model = torch.nn.Sequential(torch.nn.Linear(64, 64, bias=False), torch.nn.Linear(64, 64, bias=False)).to(torch.bfloat16)
     before = [type(m) for m in model]

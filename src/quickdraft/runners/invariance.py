@@ -38,6 +38,20 @@ class RowPadded(torch.nn.Module):
         super().__init__()
         self.linear, self.min_rows = linear, min_rows
 
+    # what code reading a Linear asks of it (the runner reads the output layer's out_features; transformers
+    # ties and resizes embeddings through weight)
+    @property
+    def in_features(self) -> int:
+        return self.linear.in_features
+
+    @property
+    def out_features(self) -> int:
+        return self.linear.out_features
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.linear.weight
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., rows, in] -> [..., rows, out]
         rows = x.shape[:-1].numel()
         if rows >= self.min_rows:
