@@ -84,12 +84,12 @@ def main() -> None:
     p.add_argument("--min-joint", type=float, default=DraftModelConfig.min_joint)
     args = p.parse_args()
 
-    from quickdraft import api
+    from quickdraft import load
     from quickdraft.bench import harness
 
     out = Path(args.out)
     max_new = harness.read_meta(out)["config"]["max_new_tokens"]
-    gen = api.load(args.draft, draft_model=args.draft)  # the draft model, and its int8 drafting runner
+    gen = load(args.draft, draft_model=args.draft)  # the draft model, and its int8 drafting runner
     tok, runner = gen.tokenizer, gen.draft_runner
     eos = set(tok.eos_token_ids)
     cost = cost_of({int(k): float(v) for k, v in (kv.split(":") for kv in args.costs.split(","))})

@@ -29,7 +29,7 @@ from typing import Callable
 
 from quickdraft.core import EMPTY_DRAFT, Verdict
 from quickdraft.drafters.base import FirstOf
-from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.sizing import DraftSizer, PassCosts
 
@@ -123,9 +123,9 @@ def measure_costs(model: str, sizes: list[int], cached: int = 500, repeats: int 
     """Median seconds of a target pass of n tokens after `cached` tokens, relative to n = 1."""
     import torch
 
-    from quickdraft import api
+    from quickdraft import load
 
-    runner = api.load(model).runner
+    runner = load(model).runner
     ids = [(i * 7919) % 30000 + 100 for i in range(cached + max(sizes))]
     ms = {}
     with torch.inference_mode():

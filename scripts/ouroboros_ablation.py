@@ -22,7 +22,7 @@ from dataclasses import replace
 from quickdraft import load
 from quickdraft.bench.workloads import data_dir, humaneval
 from quickdraft.cpu import describe
-from quickdraft.drafters.phrases import OuroborosConfig
+from quickdraft.drafters.ouroboros import OuroborosConfig
 
 # Cumulative, as in the paper: each row adds one mechanism to the row before; the last two are
 # quickdraft's own (lengthening only where the measured pass costs say it pays; min_joint).

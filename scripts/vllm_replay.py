@@ -27,7 +27,7 @@ import numpy as np
 from quickdraft.core import EMPTY_DRAFT
 from quickdraft.cpu import describe
 from quickdraft.drafters.base import FirstOf
-from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.sizing import DraftRates, batch_lengths, draft_gains
 from quickdraft.vllm.proposer import observe_step

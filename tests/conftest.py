@@ -167,3 +167,21 @@ def save_char_model(folder, chars, *, chat_template=None, decoder=False, layers=
 def tiny_folder(tmp_path_factory):
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + [" ", "\n", ".", ",", "(", ")", ":", "="]
     return save_char_model(tmp_path_factory.mktemp("tiny-model"), letters)
+
+
+def check_invariants(stats, steps, out) -> None:
+    """The accounting every run must satisfy, whatever the drafter (engine.Step list, its Stats, its output)."""
+    assert stats.accepted_prediction_tokens + stats.rejected_prediction_tokens == stats.draft_tokens
+    assert stats.draft_tokens == sum(len(s.verdict.draft) for s in steps)
+    assert stats.completion_tokens == len(out)
+    assert stats.accepted_prediction_tokens == sum(f for s in steps for f in s.from_draft)
+    assert stats.rejected_prediction_tokens == sum(len(s.verdict.draft) - sum(s.from_draft) for s in steps)
+    assert stats.target_passes == len(steps)
+    for s in steps:
+        assert len(s.from_draft) == len(s.tokens)
+        # accepted tokens come first in a step, then at most one generated (bonus) token
+        assert list(s.from_draft) == [True] * sum(s.from_draft) + [False] * (len(s.tokens) - sum(s.from_draft))
+        assert len(s.tokens) - sum(s.from_draft) <= 1
+    by = stats.by_source
+    assert sum(a for a, _ in by.values()) == stats.accepted_prediction_tokens
+    assert sum(r for _, r in by.values()) == stats.rejected_prediction_tokens

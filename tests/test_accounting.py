@@ -20,10 +20,12 @@ import random
 
 import pytest
 
+from conftest import check_invariants
+
 from quickdraft.api import Generator
 from quickdraft.core import Stats
 from quickdraft.drafters.base import FirstOf
-from quickdraft.drafters.ngram import PromptLookupDrafter
+from quickdraft.drafters.lookup import PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.runners.scripted import ScriptedRunner
@@ -60,22 +62,6 @@ def edited(seq: list[int], kind: str, at: int, size: int = 1) -> list[int]:
         return seq[:at] + seq[at + size :]
     assert kind == "replace"
     return seq[:at] + junk + seq[at + size :]
-
-
-def check_invariants(stats: Stats, steps, out) -> None:
-    assert stats.accepted_prediction_tokens + stats.rejected_prediction_tokens == stats.draft_tokens
-    assert stats.draft_tokens == sum(len(s.verdict.draft) for s in steps)
-    assert stats.completion_tokens == len(out)
-    assert stats.accepted_prediction_tokens == sum(f for s in steps for f in s.from_draft)
-    assert stats.target_passes == len(steps)
-    for s in steps:
-        assert len(s.from_draft) == len(s.tokens)
-        # accepted tokens come first in a step, then at most one generated (bonus) token
-        assert list(s.from_draft) == [True] * sum(s.from_draft) + [False] * (len(s.tokens) - sum(s.from_draft))
-        assert len(s.tokens) - sum(s.from_draft) <= 1
-    by = stats.by_source
-    assert sum(a for a, _ in by.values()) == stats.accepted_prediction_tokens
-    assert sum(r for _, r in by.values()) == stats.rejected_prediction_tokens
 
 
 # -- a right prediction ---------------------------------------------------------------------------

@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import check_invariants
+
 from quickdraft.core import Stats
-from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.runners.scripted import ScriptedRunner
@@ -28,15 +30,6 @@ def run(script, prediction, policy, max_new_tokens=1000):
     runner = ScriptedRunner(script, VOCAB, EOS)
     steps = list(generate(runner, PROMPT, Limits(max_new_tokens, frozenset({EOS})), drafter, None, stats))
     return stats, steps, [t for s in steps for t in s.tokens]
-
-
-def check_invariants(stats, steps, out):
-    assert stats.accepted_prediction_tokens + stats.rejected_prediction_tokens == stats.draft_tokens
-    assert stats.draft_tokens == sum(len(s.verdict.draft) for s in steps)
-    assert stats.completion_tokens == len(out)
-    assert stats.accepted_prediction_tokens == sum(f for s in steps for f in s.from_draft)
-    assert stats.target_passes == len(steps)
-    assert stats.rejected_prediction_tokens == sum(len(s.verdict.draft) - sum(s.from_draft) for s in steps)
 
 
 @st.composite

@@ -221,7 +221,7 @@ def test_bad_options_fail_before_any_model_loads(args, message, data, tmp_path, 
     def no_load(*a, **k):
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr("quickdraft.api.load", no_load)
+    monkeypatch.setattr("quickdraft.loading._Opened", no_load)
     base = ["bench", "run", "--model", "no-such-model", "--out", str(tmp_path / "o"), "--data", str(data)]
     assert cli.main(base + args) == 2
     assert message in capsys.readouterr().err

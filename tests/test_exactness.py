@@ -12,10 +12,10 @@ import random
 import pytest
 import torch
 
-from conftest import VOCAB, reference_greedy, tiny_model
+from conftest import VOCAB, check_invariants, reference_greedy, tiny_model
 from quickdraft.core import Draft, Stats
 from quickdraft.drafters.base import FirstOf, NoDrafter
-from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.runners.hf import HFRunner
@@ -25,9 +25,13 @@ N = 48
 
 
 def run(model, prompt, drafter=None, n=N, eos=(), stop_check=None, stats=None):
+    """Output tokens and steps of one engine run; every run's accounting is checked too."""
     runner = HFRunner(model)
+    stats = Stats() if stats is None else stats
     steps = list(generate(runner, prompt, Limits(n, frozenset(eos)), drafter, stop_check, stats))
-    return [t for s in steps for t in s.tokens], steps
+    out = [t for s in steps for t in s.tokens]
+    check_invariants(stats, steps, out)
+    return out, steps
 
 
 def prompt_of(length: int, seed: int = 0) -> list[int]:

@@ -43,9 +43,9 @@ def test_good_options_and_the_target_dtype():
 
 
 def test_cli_refuses_bad_model_options_before_loading(capsys, monkeypatch):
-    from quickdraft import api
+    from quickdraft import loading
 
-    monkeypatch.setattr(api, "_Opened", lambda *a, **k: pytest.fail("a model was opened"))
+    monkeypatch.setattr(loading, "_Opened", lambda *a, **k: pytest.fail("a model was opened"))
     assert cli.main(["generate", "--runner", "llama.cpp", "--dtype", "bf16", "hi"]) == 2
     assert "dtype applies to the transformers runner" in capsys.readouterr().err
     assert cli.main(["serve", "--kernels", "onednn", "--dtype", "bf16"]) == 2
@@ -53,7 +53,7 @@ def test_cli_refuses_bad_model_options_before_loading(capsys, monkeypatch):
 
 
 class _FakeOpened:
-    """api._Opened without files: a bf16 load refused as the invariance check refuses it."""
+    """loading._Opened without files: a bf16 load refused as the invariance check refuses it."""
     loads: list = []
 
     def __init__(self, kind, name, options, progress):
@@ -76,19 +76,19 @@ class _FakeOpened:
 
 @pytest.mark.parametrize("dtype", ["auto", "bf16"])
 def test_auto_falls_back_to_fp32_where_the_bf16_load_is_refused(monkeypatch, dtype):
-    from quickdraft import api, cpu
+    from quickdraft import cpu, loading
     from quickdraft.errors import UnsupportedModelError
 
-    monkeypatch.setattr(api, "_Opened", _FakeOpened)
+    monkeypatch.setattr(loading, "_Opened", _FakeOpened)
     monkeypatch.setattr(cpu, "has_native_bf16", lambda info=None: True)
     _FakeOpened.loads = []
     if dtype == "bf16":  # asked for by name: refused, not silently replaced
         with pytest.raises(UnsupportedModelError, match="not row-invariant"):
-            api.load_with("m", LoadOptions(dtype=dtype))
+            loading.load_with("m", LoadOptions(dtype=dtype))
         assert _FakeOpened.loads == ["bf16"]
     else:
         with pytest.warns(UserWarning, match="not row-invariant.*dtype auto falls back to fp32"):
-            api.load_with("m", LoadOptions(dtype=dtype))
+            loading.load_with("m", LoadOptions(dtype=dtype))
         assert _FakeOpened.loads == ["bf16", "fp32"]
 
 

@@ -180,7 +180,7 @@ def test_engine_first_token_distribution_with_a_prediction():
 def test_joint_distribution_of_three_tokens(drafter):
     """Whole engine, sampled: the first three tokens follow the exact joint distribution of plain
     sampling from a Markov target (chi-square, significance 1e-4), whatever drafts it verifies."""
-    from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+    from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 
     g = torch.Generator().manual_seed(5)
     Vm = 4

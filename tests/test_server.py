@@ -28,7 +28,7 @@ from conftest import save_char_model
 import quickdraft
 from quickdraft import SamplingParams, cli
 from quickdraft.api import Generator
-from quickdraft.drafters.phrases import OuroborosConfig
+from quickdraft.drafters.ouroboros import OuroborosConfig
 from quickdraft.runners import ScriptedRunner
 from quickdraft.server import create_app
 from quickdraft.tokenizer import ByteTokenizer

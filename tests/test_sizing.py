@@ -9,7 +9,7 @@ import pytest
 
 from quickdraft.api import Generator
 from quickdraft.core import Draft
-from quickdraft.drafters.ngram import LookupConfig, PromptLookupDrafter
+from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.errors import QuickdraftError

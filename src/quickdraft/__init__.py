@@ -1,10 +1,11 @@
 """quickdraft: exact draft-and-verify generation (predicted outputs, prompt lookup, ...)."""
 
-from .api import Chunk, Generator, Result, Stream, load
+from .api import Chunk, Generator, Result, Stream
+from .loading import load, load_with
 from .core import Draft, Stats, Step, Verdict
 from .drafters.draft_model import DraftModelConfig
-from .drafters.ngram import LookupConfig, PromptLookupDrafter
-from .drafters.phrases import OuroborosConfig
+from .drafters.lookup import LookupConfig, PromptLookupDrafter
+from .drafters.ouroboros import OuroborosConfig
 from .drafters.prediction import PredictionConfig, PredictionDrafter
 from .errors import QuickdraftError
 from .options import DecodeOptions, LoadOptions

@@ -1,4 +1,4 @@
-"""The public API: load a model, generate with drafts, stream events.
+"""The public API: generate with drafts, stream events (loading a model: loading.py).
 
     >>> gen = quickdraft.load("qwen2.5-coder-0.5b")
     >>> res = gen.generate([{"role": "user", "content": "Rename x to y:\\n" + code}], prediction=code)
@@ -9,7 +9,6 @@ Everything a request asks for is checked before any model work starts.
 
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterator, Literal, Sequence, Union
@@ -20,10 +19,10 @@ from .drafters.base import Drafter
 from .drafters.build import build_drafter, check_drafter, resolve_auto
 from .drafters.draft_model import DraftModelDrafter
 from .drafters.phrase_pool import PhrasePool
-from .drafters.phrases import OuroborosConfig, OuroborosDrafter
+from .drafters.ouroboros import OuroborosConfig, OuroborosDrafter
 from .engine import Limits, check_prompt, generate as engine_generate
-from .errors import QuickdraftError, UnsupportedModelError
-from .options import DecodeOptions, LoadOptions
+from .errors import QuickdraftError
+from .options import DecodeOptions
 from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, sizing_for
@@ -164,7 +163,7 @@ class Generator:
         drafter: "auto" drafts from the prediction when one is given, else with the draft model if one is
         loaded, else by prompt lookup; "prediction", "lookup", "prediction+lookup" (prediction first,
         lookup where it has nothing), "draft-model", "ouroboros" (the draft model drafting phrase by
-        phrase from a phrase pool, drafts lengthened by phrases verified as a tree; drafters/phrases.py)
+        phrase from a phrase pool, drafts lengthened by phrases verified as a tree; drafters/ouroboros.py)
         and "none" (plain decoding) pick one; a Drafter object drafts as it is.
         policy: "default" or "openai" (drafters/prediction.py). max_new_tokens, stop, chat.
         lookup / draft / ouroboros: the settings of those drafters. pool_scope: whose Ouroboros phrase
@@ -259,123 +258,3 @@ class Stream:
 def _local(tokenizer: Tokenizer) -> bool:
     """Whether its text can be decoded a step at a time (Tokenizer.decodes_locally; True if it does not say)."""
     return getattr(tokenizer, "decodes_locally", True)
-
-
-def load(model: str | None = None, *, runner: str = "transformers", draft_model: str | None = None,
-         draft_runner: str | None = None, draft_precision: str | None = None, max_context: int | None = None,
-         threads: int | None = None, kernels: str = "auto", dtype: str = "auto", progress: bool = True) -> Generator:
-    """Load a packaged alias, a transformers folder or a .gguf file (default: models.DEFAULT_MODEL).
-
-    The options are those of quickdraft.options.LoadOptions, checked there before anything loads:
-    runner: "transformers" (GGUF files are converted once) or "llama.cpp" (the GGUF run by llama.cpp as it
-    is, 4-bit: a one-token pass 3-4x cheaper than float32 on a CPU, but passes of many tokens and prefill
-    cost more than on a stock llama.cpp build, for exactness; see docs/llamacpp.md; installed by
-    `bash scripts/setup.sh --with-llama-cpp`). Every drafter and acceptance rule works on both.
-    draft_model: a smaller model with the same tokenizer (alias, folder or .gguf) for speculative
-    decoding (drafter="draft-model"); refused before any weights load if its vocabulary differs.
-    draft_runner: the draft model's runner (default: the target's); the two may differ.
-    draft_precision: for a transformers draft model, "int8" (the default: about 4x cheaper per draft
-    token on a CPU) or "fp32". A llama.cpp draft runs its GGUF's own quantisation. The target decides
-    every token, so the draft's precision changes speed, never the output.
-    threads: llama.cpp threads (default: every core this process may use).
-    kernels: a float32 transformers model's Linear layers: "onednn" (weights packed once in oneDNN's
-    layout: on the project's CPU a 1.5B pass is 1.17x faster for one token, 1.2-1.8x for a verification
-    pass of 2-32 tokens), "torch" (as transformers loads them), "auto" (onednn where torch has it). For the
-    target and a float32 draft model; the numbers differ from torch's by rounding, the same for every
-    method, so outputs stay identical to plain decoding on the same kernels.
-    dtype: the transformers target's precision, "fp32", "bf16" or "auto" (bf16 where the CPU has native bf16
-    and the model's bf16 passes are row-invariant, checked at load; else fp32: options.py).
-    """
-    return load_with(model, LoadOptions(runner, draft_model, draft_runner, draft_precision, max_context, threads,
-                                        kernels, dtype), progress=progress)
-
-
-def load_with(model: str | None, options: LoadOptions, progress: bool = True) -> Generator:
-    """`load` for a LoadOptions already made (the CLI, the server and the bench make theirs first)."""
-    from .drafters.draft_model import check_vocabularies
-    from .models import DEFAULT_MODEL
-
-    name = model or DEFAULT_MODEL
-    o = options
-    target = _Opened(o.runner, name, o, progress)
-    draft = None if o.draft_model is None else _Opened(o.draft_runner or o.runner, o.draft_model, o, progress)
-    if draft is not None:
-        check_vocabularies(target.vocab(), draft.vocab(), name, o.draft_model)
-    return Generator(_target_runner(target, o), target.tokenizer(), name=name,
-                     draft_runner=None if draft is None else draft.runner(draft_precision=o.draft_precision or "int8"),
-                     draft_name=o.draft_model)
-
-
-def _target_runner(target: "_Opened", o: LoadOptions) -> Runner:
-    """The target's runner in o.target_dtype(); with dtype "auto", fp32 where the bf16 load is refused."""
-    dtype = o.target_dtype()
-    try:
-        return target.runner(dtype=dtype)
-    except UnsupportedModelError as refused:
-        if o.dtype != "auto" or dtype != "bf16":
-            raise
-        warnings.warn(f"{refused}. dtype auto falls back to fp32.", stacklevel=3)
-        return target.runner(dtype="fp32")
-
-
-class _Opened:
-    """A model whose files are found (pulled or converted if need be) and whose vocabulary can be
-    read before any weights are loaded (transformers) or cheaply (llama.cpp maps the file)."""
-
-    def __init__(self, kind: str, name: str, options: LoadOptions, progress: bool):
-        from . import models
-
-        self.kind, self.max_context, self.kernels = kind, options.max_context, options.kernels
-        if kind == "llama.cpp":
-            from .runners.llamacpp import LlamaCppConfig, LlamaCppModel
-
-            self.config = LlamaCppConfig(max_context=options.max_context, threads=options.threads)  # before the load
-            self.llm = LlamaCppModel(models.gguf_file(name, progress=progress))
-        else:
-            from transformers import AutoTokenizer
-            from transformers.utils import logging as hf_logging
-
-            self.path = models.resolve(name, progress=progress)
-            hf_logging.disable_progress_bar()  # loading a converted folder takes seconds: no bar needed
-            self.hf_tok = AutoTokenizer.from_pretrained(self.path)
-
-    def vocab(self) -> dict[str, int]:
-        return self.llm.get_vocab() if self.kind == "llama.cpp" else self.hf_tok.get_vocab()
-
-    def tokenizer(self) -> Tokenizer:
-        if self.kind == "llama.cpp":
-            from .runners.llamacpp import LlamaCppTokenizer
-
-            return LlamaCppTokenizer(self.llm)
-        from transformers import GenerationConfig
-
-        from .tokenizer import HFTokenizer
-
-        try:
-            eos = GenerationConfig.from_pretrained(self.path).eos_token_id
-        except OSError:  # no generation_config.json: the model config's, as from_pretrained would take
-            from transformers import AutoConfig
-
-            eos = GenerationConfig.from_model_config(AutoConfig.from_pretrained(self.path)).eos_token_id
-        return HFTokenizer(self.hf_tok, [] if eos is None else ([eos] if isinstance(eos, int) else list(eos)))
-
-    def runner(self, draft_precision: str | None = None, dtype: str = "fp32") -> Runner:
-        """The loaded runner; draft_precision: quantise a transformers draft model for drafting; dtype: a
-        transformers target's precision ("fp32" or "bf16")."""
-        if self.kind == "llama.cpp":
-            from .runners.llamacpp import LlamaCppRunner
-
-            return LlamaCppRunner(self.llm, self.config)
-        import torch
-        from transformers import AutoModelForCausalLM
-
-        from .runners.hf import HFRunner, bf16_runner, quantize_for_drafting, use_kernels
-
-        if dtype == "bf16":
-            return bf16_runner(self.path, self.max_context)
-        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
-        if draft_precision not in (None, "fp32"):
-            model = quantize_for_drafting(model, draft_precision)  # int8 Linear layers: their own kernels
-        else:
-            use_kernels(model, self.kernels)
-        return HFRunner(model, self.max_context)

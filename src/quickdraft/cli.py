@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from .drafters.draft_model import DraftModelConfig
-from .drafters.phrases import OuroborosConfig
+from .drafters.ouroboros import OuroborosConfig
 from .errors import QuickdraftError
 from .prompts import edit_request
 from .sampling import SamplingParams
@@ -43,7 +43,7 @@ def _prompt_text(args: argparse.Namespace) -> str:
 
 def _load(args: argparse.Namespace):
     """The Generator that the model options of generate, serve and bench ask for."""
-    from .api import load_with
+    from .loading import load_with
 
     return load_with(args.model, _load_options(args))
 
@@ -78,7 +78,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                             ouroboros=ouroboros_config(args.ouroboros))
     load_options = _load_options(args)
     options.check_load(load_options)
-    from .api import load_with
+    from .loading import load_with
 
     gen = load_with(args.model, load_options)
     chat = None if args.chat == "auto" else args.chat == "yes"

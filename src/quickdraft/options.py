@@ -69,7 +69,7 @@ class LoadOptions:
     def target_dtype(self, cpu: dict | None = None) -> str:
         """The precision the transformers target is tried in first: dtype with "auto" resolved for this CPU
         (cpu: cpu.cpu_info()'s dict, for tests). With "auto" a bf16 load the invariance check refuses falls
-        back to fp32 (api.load_with); an explicit "bf16" is refused instead."""
+        back to fp32 (loading.load_with); an explicit "bf16" is refused instead."""
         from .cpu import has_native_bf16
 
         if self.dtype != "auto":
@@ -96,21 +96,21 @@ class DecodeOptions:
     max_new_tokens: int = 256
     stop: tuple[str, ...] = ()  # stop strings (a string or a list is taken too)
     chat: bool | None = None  # a string prompt through the chat template (None: messages yes, strings no)
-    lookup: Any = None  # drafters.ngram.LookupConfig (None: its defaults)
+    lookup: Any = None  # drafters.lookup.LookupConfig (None: its defaults)
     draft: Any = None  # drafters.draft_model.DraftModelConfig (None: its defaults)
     sampling: Any = None  # sampling.SamplingParams (None: greedy)
     acceptance: str = "exact"  # or "mentored": lossy, sampling only, with kl_bound
     kl_bound: float | None = None  # nats per token, for acceptance "mentored"
     draft_sizing: str = "auto"  # "cost", "off" or "auto" (sizing.sizing_for)
-    ouroboros: Any = None  # drafters.phrases.OuroborosConfig (None: its defaults)
+    ouroboros: Any = None  # drafters.ouroboros.OuroborosConfig (None: its defaults)
     pool_scope: str = ""  # whose Ouroboros phrase pool (e.g. "user:ID"); "" the model's
 
     def __post_init__(self) -> None:
         from .acceptance import Acceptance
         from .drafters.build import DRAFTER_NAMES
         from .drafters.draft_model import DraftModelConfig
-        from .drafters.ngram import LookupConfig
-        from .drafters.phrases import OuroborosConfig
+        from .drafters.lookup import LookupConfig
+        from .drafters.ouroboros import OuroborosConfig
         from .drafters.prediction import PredictionConfig
         from .sampling import SamplingParams
         from .sizing import SIZING

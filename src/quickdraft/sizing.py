@@ -325,7 +325,10 @@ def sizing_for(runner: object, choice: str, drafter: object = None) -> bool:
         raise QuickdraftError(f"draft_sizing must be one of {', '.join(SIZING)}; got {choice!r}")
     if choice != "auto":
         return choice == "cost"
-    preference = getattr(runner, "draft_sizing", None)
+    from .drafters.base import sizes_itself
+    from .runners.base import draft_sizing_preference
+
+    preference = draft_sizing_preference(runner)
     if preference is not None:
         return preference == "cost"
-    return not getattr(drafter, "sizes_itself", False)
+    return not sizes_itself(drafter)

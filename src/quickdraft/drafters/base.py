@@ -13,6 +13,12 @@ from ..core import EMPTY_DRAFT, Draft, Verdict
 
 
 class Drafter(Protocol):
+    """Optional attribute, read with a default by sizes_itself() (a drafter need not define it):
+
+    sizes_itself: bool   True for a drafter with its own draft-length rule, measured without the cost
+                         cap (Ouroboros): draft_sizing "auto" leaves its drafts uncapped (sizing.sizing_for)
+    """
+
     def begin(self, prompt: Sequence[int]) -> None:
         """Start a request whose context begins with `prompt`."""
         ...
@@ -24,6 +30,11 @@ class Drafter(Protocol):
     def observe(self, context: Sequence[int], verdict: Verdict) -> None:
         """`verdict.tokens` were just appended to `context` (which now ends with them)."""
         ...
+
+
+def sizes_itself(drafter: object) -> bool:
+    """The Drafter protocol's optional `sizes_itself` (False where a drafter does not say)."""
+    return bool(getattr(drafter, "sizes_itself", False))
 
 
 class NoDrafter:

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..errors import QuickdraftError
 from .base import Drafter, FirstOf, NoDrafter
-from .ngram import LookupConfig, PromptLookupDrafter
+from .lookup import LookupConfig, PromptLookupDrafter
 from .prediction import PredictionConfig, PredictionDrafter
 
 DRAFTER_NAMES = ("auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none")

@@ -27,6 +27,13 @@ import torch
 
 
 class Runner(Protocol):
+    """Optional attribute, read with a default by draft_sizing_preference() (a runner need not define it):
+
+    draft_sizing: str    "cost" where every draft should be capped at the length that pays because a pass
+                         costs nearly in proportion to its tokens (llama.cpp); draft_sizing "auto" follows it
+                         (sizing.sizing_for)
+    """
+
     vocab_size: int  # width of the logits rows
     max_context: int  # most tokens (prompt + output) the model can attend over
 
@@ -67,4 +74,10 @@ class TreeRunner(Runner, Protocol):
 
 
 def supports_trees(runner: Runner) -> bool:
+    """Whether the runner verifies tree drafts (TreeRunner.supports_trees; False where it does not say)."""
     return bool(getattr(runner, "supports_trees", False))
+
+
+def draft_sizing_preference(runner: Runner) -> str | None:
+    """The Runner protocol's optional `draft_sizing` (None where a runner does not say)."""
+    return getattr(runner, "draft_sizing", None)

@@ -23,8 +23,8 @@ from ..api import Chunk, Result
 from ..drafters.build import DRAFTER_NAMES
 from ..core import Stats
 from ..drafters.draft_model import DraftModelConfig
-from ..drafters.ngram import LookupConfig
-from ..drafters.phrases import OuroborosConfig
+from ..drafters.lookup import LookupConfig
+from ..drafters.ouroboros import OuroborosConfig
 from ..errors import QuickdraftError
 from ..options import DecodeOptions
 from ..sampling import SamplingParams

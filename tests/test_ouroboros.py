@@ -12,7 +12,7 @@ import torch
 from conftest import TreeMarkovRunner, assert_follows, reference_greedy, tiny_model
 from quickdraft.core import Stats
 from quickdraft.drafters.phrase_pool import PhrasePool
-from quickdraft.drafters.phrases import OuroborosConfig, OuroborosDrafter
+from quickdraft.drafters.ouroboros import OuroborosConfig, OuroborosDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.errors import QuickdraftError
 from quickdraft.runners.hf import HFRunner
