@@ -341,12 +341,12 @@ def test_bench_llama_cpp_baselines_use_the_stock_construction(gguf, tmp_path, mo
     """The bench's llama.cpp baselines run through stock_llama (the construction the tests above check), and
     the run records the CPU, its flags and whether repacked weights were allowed."""
     from quickdraft import cli
-    from quickdraft.bench import harness, llamacpp_stock
+    from quickdraft.bench import engines, llamacpp_stock
     from quickdraft.cpu import cpu_info
 
     built = []
     real = llamacpp_stock.stock_llama
-    monkeypatch.setattr(harness, "stock_llama", lambda *a, **k: built.append(k.get("num_pred_tokens")) or real(*a, **k))
+    monkeypatch.setattr(engines, "stock_llama", lambda *a, **k: built.append(k.get("num_pred_tokens")) or real(*a, **k))
     code = cli.main(["bench", "run", "--model", ALIAS, "--runner", "llama.cpp", "--workloads", "humaneval", "--limit", "1",
                      "--methods", "llamacpp-prompt-lookup", "--max-new-tokens", "12", "--repeats", "1", "--no-progress",
                      "--out", str(tmp_path)])

@@ -40,9 +40,10 @@ from typing import Any, Callable, Iterator, Sequence
 from ..cpu import cpu_info
 from ..errors import QuickdraftError
 from ..options import DecodeOptions, LoadOptions
+from . import engines
 from . import methods as methods_mod
 from . import workloads as workloads_mod
-from .llamacpp_stock import repack_allowed, stock_llama
+from .llamacpp_stock import repack_allowed
 from .methods import METHODS, Method
 
 RED, RESET = "\033[31m", "\033[0m"
@@ -309,7 +310,7 @@ class Session:
     def __init__(self, gen: Any, config: BenchConfig, model_path: Path | None = None):
         self.gen, self.config, self.model_path = gen, config, model_path
         self.chat = bool(gen.tokenizer.has_chat_template)
-        self._llama: dict[str, Any] = {}
+        self.llama: dict[str, Any] = {}  # stock llama.cpp models by configuration (engines.run_llama_cpp)
         self.pool_scope = "bench-repeat-0"  # set per run (see run)
         self._options = {f.name for f in dataclasses.fields(DecodeOptions)}  # what a quickdraft method may set
 
@@ -370,137 +371,18 @@ class Session:
             if followup is not None:
                 messages = messages + [{"role": "user", "content": followup}]
             prediction = task.prediction if method.uses_prediction and i == 0 else None
-            runner = {"quickdraft": self._quickdraft, "transformers": self._transformers, "llama.cpp": self._llama_cpp}
-            tokens, finish, n_prompt, counts, times, by_source = runner[method.engine](method, messages, prediction,
-                                                                                        seed + i)
-            outcome.tokens.append(tokens)
-            outcome.finish.append(finish)
-            outcome.prompt_tokens.append(n_prompt)
-            outcome.add(counts, times)
-            outcome.kl += counts.get("kl", 0.0) or 0.0
-            for src, (a, r) in by_source.items():
+            turn = engines.ENGINES[method.engine](self, method, messages, prediction, seed + i)
+            outcome.tokens.append(turn.tokens)
+            outcome.finish.append(turn.finish)
+            outcome.prompt_tokens.append(turn.prompt_tokens)
+            outcome.add(turn.counts, turn.times)
+            outcome.kl += turn.kl
+            for src, (a, r) in turn.by_source.items():
                 acc = outcome.by_source.setdefault(src, [0, 0])
                 acc[0] += a
                 acc[1] += r
-            messages = messages + [{"role": "assistant", "content": self.gen.tokenizer.decode(tokens)}]
+            messages = messages + [{"role": "assistant", "content": self.gen.tokenizer.decode(turn.tokens)}]
         return outcome
-
-    def _quickdraft(self, method: Method, messages, prediction, seed: int):
-        from ..sampling import SamplingParams
-
-        sampling = SamplingParams(temperature=self.config.temperature, seed=seed) if method.sampled else SamplingParams()
-        scope = {"pool_scope": self.pool_scope} if method.kwargs.get("drafter") == "ouroboros" else {}
-        options = DecodeOptions(sampling=sampling, max_new_tokens=self.config.max_new_tokens, **method.kwargs, **scope)
-        res = self.gen.generate(self.prompt(messages), options, prediction=prediction)
-        s = res.stats
-        counts = {"completion_tokens": s.completion_tokens, "accepted": s.accepted_prediction_tokens,
-                  "rejected": s.rejected_prediction_tokens, "draft_tokens": s.draft_tokens,
-                  "target_passes": s.target_passes, "draft_forwards": s.draft_forwards,
-                  "kl": getattr(s, "kl", 0.0)}
-        return (res.token_ids, res.finish_reason, s.prompt_tokens, counts,
-                {"prefill_s": s.prefill_s, "decode_s": s.decode_s}, dict(s.by_source))
-
-    def _transformers(self, method: Method, messages, prediction, seed: int, max_new_tokens: int | None = None):
-        import torch
-        from transformers import GenerationConfig
-
-        gen = self.gen
-        ids = self.prompt_ids(messages)
-        eos = sorted(gen.tokenizer.eos_token_ids)
-        model = gen.runner.model
-        options = method.kwargs
-        assistant = gen.draft_runner.model if options.get("assistant_model") == "draft" else None
-        # A fresh config: plain greedy decoding, whatever sampling defaults the model ships with.
-        greedy = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens or self.config.max_new_tokens,
-                                  eos_token_id=eos or None, pad_token_id=eos[0] if eos else 0,
-                                  prompt_lookup_num_tokens=options.get("prompt_lookup_num_tokens"))
-        target, drafts = _ForwardCounter(model), _ForwardCounter(assistant) if assistant is not None else None
-        saved = assistant.generation_config.to_dict() if assistant is not None else None
-        x = torch.tensor([ids])
-        t0 = time.perf_counter()
-        try:
-            with torch.inference_mode():
-                y = model.generate(x, attention_mask=torch.ones_like(x), generation_config=greedy, assistant_model=assistant)
-        finally:
-            target.remove()
-            if drafts is not None:
-                drafts.remove()
-            if assistant is not None:  # transformers adapts num_assistant_tokens in place: undo it per run
-                assistant.generation_config = GenerationConfig.from_dict(saved)
-        total = time.perf_counter() - t0
-        raw = y[0, len(ids):].tolist()
-        tokens = list(raw)
-        finish = "length"
-        for i, t in enumerate(tokens):  # generate() keeps the EOS; quickdraft does not
-            if t in gen.tokenizer.eos_token_ids:
-                tokens, finish = tokens[:i], "stop"
-                break
-        # Derived from the forward calls (each target call emits its accepted draft tokens + 1, and
-        # is fed the last token + its draft, the first one the whole prompt + its draft).
-        passes = target.calls
-        accepted = len(raw) - passes
-        drafted = target.fed - len(ids) + 1 - passes
-        if accepted < 0 or drafted < accepted:
-            accepted = drafted = None
-        counts = {"completion_tokens": len(tokens), "accepted": accepted,
-                  "rejected": None if drafted is None else drafted - accepted, "draft_tokens": drafted,
-                  "target_passes": passes, "draft_forwards": drafts.calls if drafts is not None else 0}
-        prefill = (target.first_end - t0) if target.first_end else None
-        times = {"prefill_s": prefill, "decode_s": None if prefill is None else total - prefill}
-        return tokens, finish, len(ids), counts, times, {}
-
-    def _llama_cpp(self, method: Method, messages, prediction, seed: int):  # pragma: no cover - needs llama-cpp-python
-        ids = self.prompt_ids(messages)
-        lookup = method.kwargs.get("num_pred_tokens")
-        key = f"lookup{lookup}" if lookup else "plain"
-        if key not in self._llama:
-            self._llama[key] = stock_llama(self.gguf_path(), n_ctx=self.gen.runner.max_context,
-                                           threads=os.cpu_count() or 1, num_pred_tokens=lookup)
-        llm = self._llama[key]
-        eos = set(self.gen.tokenizer.eos_token_ids) | {llm.token_eos()}
-        tokens: list[int] = []
-        finish = "length"
-        t0 = time.perf_counter()
-        first = None
-        for t in llm.generate(ids, temp=0.0, top_k=1, top_p=1.0, repeat_penalty=1.0, reset=True):
-            first = first or time.perf_counter()
-            if t in eos:
-                finish = "stop"
-                break
-            tokens.append(t)
-            if len(tokens) >= self.config.max_new_tokens:
-                break
-        total = time.perf_counter() - t0
-        counts = {"completion_tokens": len(tokens), "accepted": None, "rejected": None, "draft_tokens": None,
-                  "target_passes": None, "draft_forwards": 0}
-        prefill = (first - t0) if first else None
-        return tokens, finish, len(ids), counts, {"prefill_s": prefill, "decode_s": None if prefill is None else total - prefill}, {}
-
-
-class _ForwardCounter:
-    """Counts forward calls of a transformers model and the tokens fed to them (hooks, removed after)."""
-
-    def __init__(self, model: Any):
-        self.calls = 0
-        self.fed = 0
-        self.first_end: float | None = None
-        self._handles = []
-        if model is not None:
-            self._handles.append(model.register_forward_pre_hook(self._pre, with_kwargs=True))
-            self._handles.append(model.register_forward_hook(self._post))
-
-    def _pre(self, module, args, kwargs):
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        self.calls += 1
-        self.fed += int(ids.shape[-1]) if ids is not None else 0
-
-    def _post(self, module, args, output):
-        if self.first_end is None:
-            self.first_end = time.perf_counter()
-
-    def remove(self) -> None:
-        for h in self._handles:
-            h.remove()
 
 
 # -- comparisons --------------------------------------------------------------------------------------
@@ -708,7 +590,7 @@ def _warm_up(session: Session, runnable: list[Method]) -> None:
         gen.generate(session.prompt(messages), drafter="draft-model", max_new_tokens=4)
     for m in runnable:
         if m.engine == "transformers":
-            session._transformers(m, messages, None, 0, max_new_tokens=4)
+            engines.run_transformers(session, m, messages, None, 0, max_new_tokens=4)
 
 
 def _run_one(session: Session, config: BenchConfig, workload: str, task, repeat: int, method: Method,
