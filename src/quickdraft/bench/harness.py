@@ -42,6 +42,7 @@ from ..errors import QuickdraftError
 from ..options import DecodeOptions, LoadOptions
 from . import engines
 from . import methods as methods_mod
+from . import scoring
 from . import workloads as workloads_mod
 from .llamacpp_stock import repack_allowed
 from .methods import METHODS, Method
@@ -630,6 +631,8 @@ def _run_one(session: Session, config: BenchConfig, workload: str, task, repeat:
         if method.name == method.baseline and ref_key not in references:
             references[ref_key] = outcome.tokens
         reference = references.get(ref_key)
+    if task.reference is not None and outcome.tokens:  # quality of the first answer (bench/scoring.py)
+        row["scores"] = scoring.score(workload, session.gen.tokenizer.decode(outcome.tokens[0]), task.reference)
     row["identical"] = None if reference is None else outcome.tokens == reference
     row["first_divergence"] = None if reference is None else first_divergence(outcome.tokens, reference)
     greedy = references.get((workload, task.id, "plain"))  # what the model writes: plain greedy decoding

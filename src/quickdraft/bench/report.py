@@ -114,6 +114,7 @@ def build(out: Path) -> Path:
     lines += _head_to_head(rows, meta)
     lines += _slower_than_plain(rows)
     lines += _workload_tables(rows)
+    lines += _quality_table(rows)
     lines += _prediction_table(rows)
     lines += ["## Plots", ""] + [f"![{p.stem}]({PLOTS_DIR}/{p.name})" for p in plots] + [""]
     lines += _details(rows)
@@ -288,6 +289,30 @@ def _slower_than_plain(rows: list[dict]) -> list[str]:
     lines.append(f"Single runs below 1.00x: {len(slow_runs)} of {len(drafted)}"
                  + (" (slowest: " + ", ".join(f"{r['workload']}/{r['task']} {r['method']} {r['speedup']:.2f}x"
                                               for r in worst) + ")." if worst else "."))
+    return lines + [""]
+
+
+def _quality_table(rows: list[dict]) -> list[str]:
+    """Task quality per workload and method (bench/scoring.py): mean over tasks and repeats, with a 95 %
+    bootstrap interval, beside the median end-to-end speedup: what a lossy method's speed costs."""
+    scored = [r for r in rows if r.get("scores")]
+    if not scored:
+        return []
+    from .scoring import bootstrap
+
+    lines = ["## Quality of the answers", "",
+             "Mean score over the runs of each workload (95 % bootstrap interval over runs), scored against the "
+             "task's reference: HumanEval pass@1 by its own tests, math_reasoning accuracy of the final number, "
+             "translation chrF and BLEU, summarization and rag ROUGE-L (0-100). Exact methods must match plain "
+             "decoding within the interval.", "",
+             "| workload | method | runs | score | mean [95 % interval] | median speedup |", "|---|---|---|---|---|---|"]
+    for (w, m), rs in _by(scored, "workload", "method").items():
+        for name in sorted({k for r in rs for k in r["scores"]}):
+            values = [r["scores"][name] for r in rs if name in r["scores"]]
+            mean, lo, hi = bootstrap(values)
+            speed = _median(r.get("speedup") for r in rs)
+            lines.append(f"| {w} | {m} | {len(values)} | {name} | {mean:.1f} [{lo:.1f}-{hi:.1f}] | "
+                         f"{'' if speed is None else f'{speed:.2f}x'} |")
     return lines + [""]
 
 

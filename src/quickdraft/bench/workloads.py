@@ -20,7 +20,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import QuickdraftError
 from ..prompts import edit_request
@@ -42,6 +42,7 @@ class Task:
     messages: list[dict[str, str]]
     prediction: str | None = None
     followups: tuple[str, ...] = ()
+    reference: Any = None  # what the first answer is scored against (bench/scoring.py): text(s) or a problem
 
     @property
     def turns(self) -> int:
@@ -86,7 +87,9 @@ def spec_bench(data: Path, category: str, limit: int | None = None) -> Iterator[
         raise QuickdraftError(f"no Spec-Bench questions in category {category!r}")
     for r in rows[:limit]:
         turns = r["turns"]
-        yield Task(f"{category}-{r['question_id']}", [{"role": "user", "content": turns[0]}], followups=tuple(turns[1:]))
+        reference = r["reference"][0] if r.get("reference") else None  # the first turn's (a text, or rag's list)
+        yield Task(f"{category}-{r['question_id']}", [{"role": "user", "content": turns[0]}], followups=tuple(turns[1:]),
+                   reference=reference)
 
 
 def humaneval(data: Path, limit: int | None = None) -> Iterator[Task]:
@@ -96,7 +99,7 @@ def humaneval(data: Path, limit: int | None = None) -> Iterator[Task]:
     for r in rows[:limit]:
         message = ("Complete the following Python function. Reply with the whole function in one code block.\n"
                    f"```python\n{r['prompt'].rstrip()}\n```")
-        yield Task(r["task_id"], [{"role": "user", "content": message}])
+        yield Task(r["task_id"], [{"role": "user", "content": message}], reference=r)  # scored by its own tests
 
 
 def edit_eval(data: Path, limit: int | None = None) -> Iterator[Task]:
