@@ -360,7 +360,7 @@ def test_engine_and_api():
         ({"acceptance": "mentored", "kl_bound": -1, "sampling": SamplingParams(1.0)},
          "kl_bound must be a finite number >= 0"),
         ({"acceptance": "mentored", "kl_bound": float("nan"), "sampling": SamplingParams(1.0)}, "finite"),
-        ({"acceptance": "lossy", "sampling": SamplingParams(1.0)}, "acceptance must be one of exact, mentored"),
+        ({"acceptance": "lossy", "sampling": SamplingParams(1.0)}, "acceptance must be one of exact, mentored, typical"),
         ({"kl_bound": 0.2, "sampling": SamplingParams(1.0)}, "applies to acceptance 'mentored' only"),
     ],
 )

@@ -13,6 +13,6 @@ from .sampling import SamplingParams
 
 __all__ = [
     "Chunk", "DecodeOptions", "Draft", "DraftModelConfig", "Generator", "LoadOptions", "LookupConfig", "OuroborosConfig", "PredictionConfig", "PredictionDrafter",
-    "PromptLookupDrafter", "QuickdraftError", "Result", "SamplingParams", "Stats", "Step", "Stream", "Verdict", "load",
+    "PromptLookupDrafter", "QuickdraftError", "Result", "SamplingParams", "Stats", "Step", "Stream", "Verdict", "load", "load_with",
 ]
 __version__ = "0.1.0"

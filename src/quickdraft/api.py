@@ -170,8 +170,9 @@ class Generator:
         pool a request reads and feeds (e.g. a user id); pools are kept across requests per scope.
         sampling: temperature / top_p / top_k / seed; the default is greedy decoding. Under sampling
         drafts are verified by speculative sampling, which keeps the output distribution exact.
-        acceptance: "exact" (the default) or "mentored" (sampling only, lossy: accepts more draft
-        tokens while KL(target || emitted) stays <= kl_bound per token; stats report the KL used).
+        acceptance: "exact" (the default); "mentored" (sampling only, lossy: accepts more draft tokens
+        while KL(target || emitted) stays <= kl_bound per token; stats report the KL used); "typical" or
+        "threshold" (sampling only, lossy, no bound: acceptance/relaxed.py), or an Acceptance object.
         draft_sizing: "cost" caps each draft at the length that pays on this runner, from measured pass
         costs and acceptance (sizing.py; never changes the output); "off" verifies drafts as proposed;
         "auto" (default): "cost", except for Ouroboros on transformers, which sizes its drafts itself.

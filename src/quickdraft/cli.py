@@ -119,7 +119,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=1))
         return 0
     sys.stdout.write("\n")
-    lossy = f" | LOSSY: mentored, KL {s.kl_per_token:.4f}/token (bound {s.kl_bound})" if s.acceptance == "mentored" else ""
+    lossy = (f" | LOSSY: mentored, KL {s.kl_per_token:.4f}/token (bound {s.kl_bound})" if s.acceptance == "mentored"
+             else f" | LOSSY: {s.acceptance} acceptance (no bound)" if s.lossy else "")
     line = (f"{s.completion_tokens} tokens, {s.decode_tokens_per_s:.1f} tok/s decode ({s.prefill_s:.2f} s prefill of "
             f"{s.prompt_tokens}) | {s.target_passes} passes, {s.tokens_per_pass:.2f} tokens/pass | "
             f"accepted {s.accepted_prediction_tokens}, rejected {s.rejected_prediction_tokens} | finish: {result.finish_reason}{lossy}")
@@ -349,9 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--top-k", type=int, default=0, help="0: no top-k cut")
     g.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
-    g.add_argument("--acceptance", choices=["exact", "mentored"], default="exact",
-                   help="exact (default: output identical to plain decoding / its distribution) or mentored "
-                   "(sampling only, lossy: more accepted drafts, KL(target || output) <= --kl-bound per token)")
+    g.add_argument("--acceptance", choices=["exact", "mentored", "typical", "threshold"], default="exact",
+                   help="exact (default: output identical to plain decoding / its distribution); mentored "
+                   "(sampling only, lossy: more accepted drafts, KL(target || output) <= --kl-bound per token); "
+                   "typical or threshold (sampling only, lossy, no bound: Medusa's typical acceptance and SGLang's "
+                   "thresholds at their defaults, for comparison)")
     g.add_argument("--kl-bound", type=float, default=None, metavar="D", help="per-token KL bound for --acceptance mentored")
     g.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     g.add_argument("--compare", action="store_true", help="also run plain decoding; print the speedup and whether "

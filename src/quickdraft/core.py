@@ -110,8 +110,9 @@ class Stats:
     draft_tokens: int = 0  # all tokens proposed for verification
     target_passes: int = 0  # decode passes of the target (the prefill is not counted)
     draft_forwards: int = 0  # forward passes of a draft model
-    acceptance: str = "exact"  # "mentored" with kl_bound > 0 is lossy: its divergence is in `kl`
+    acceptance: str = "exact"  # the rule (acceptance.RULES)
     kl_bound: float = 0.0
+    lossy: bool = False  # the rule may emit other tokens than the target's distribution would (Acceptance.lossy)
     kl: float = 0.0  # mentored: KL(target || emitted) summed over the decided positions (nats)
     prefill_s: float = 0.0
     decode_s: float = 0.0
@@ -153,7 +154,7 @@ class Stats:
             "draft_forwards": self.draft_forwards,
             "acceptance": self.acceptance,
             "kl_bound": self.kl_bound,
-            "lossy": self.acceptance == "mentored" and self.kl_bound > 0,
+            "lossy": self.lossy,
             "kl_per_token": round(self.kl_per_token, 6),
             "tokens_per_pass": round(self.tokens_per_pass, 4),
             "accepted_per_pass": round(self.accepted_per_pass, 4),

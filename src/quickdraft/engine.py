@@ -73,7 +73,7 @@ def generate(
 
     Greedy (temperature 0) output equals plain greedy decoding token for token; sampled output is
     distributed as plain sampling from the target's processed distribution, unless a lossy
-    acceptance rule (mentored) was asked for.
+    acceptance rule (mentored, typical, threshold) was asked for.
     """
     check_prompt(prompt, runner)
     acceptance.check(sampling)
@@ -81,7 +81,7 @@ def generate(
     rng = None if sampling.greedy else sampling.generator()
     stats = stats if stats is not None else Stats()
     stats.prompt_tokens = len(prompt)
-    stats.acceptance, stats.kl_bound = acceptance.rule, acceptance.kl_bound
+    stats.acceptance, stats.kl_bound, stats.lossy = acceptance.rule, acceptance.kl_bound, acceptance.lossy
 
     t0 = time.perf_counter()
     runner.reset()

@@ -99,7 +99,9 @@ class DecodeOptions:
     lookup: Any = None  # drafters.lookup.LookupConfig (None: its defaults)
     draft: Any = None  # drafters.draft_model.DraftModelConfig (None: its defaults)
     sampling: Any = None  # sampling.SamplingParams (None: greedy)
-    acceptance: str = "exact"  # or "mentored": lossy, sampling only, with kl_bound
+    # "exact"; "mentored" (lossy, sampling only, with kl_bound); "typical" or "threshold" (lossy, sampling only,
+    # their defaults), or an acceptance.Acceptance with its own settings
+    acceptance: Any = "exact"
     kl_bound: float | None = None  # nats per token, for acceptance "mentored"
     draft_sizing: str = "auto"  # "cost", "off" or "auto" (sizing.sizing_for)
     ouroboros: Any = None  # drafters.ouroboros.OuroborosConfig (None: its defaults)
@@ -137,13 +139,16 @@ class DecodeOptions:
         object.__setattr__(self, "stop", _stop_tuple(self.stop))
         if self.chat is not None and not isinstance(self.chat, bool):
             raise QuickdraftError(f"chat must be True, False or None; got {self.chat!r}")
-        if self.acceptance == "mentored" and self.kl_bound is None:
+        if isinstance(self.acceptance, Acceptance):
+            if self.kl_bound is not None:
+                raise QuickdraftError("kl_bound goes inside the Acceptance object when acceptance is one")
+        elif self.acceptance == "mentored" and self.kl_bound is None:
             raise QuickdraftError("acceptance 'mentored' needs kl_bound (CLI: --kl-bound D): the largest KL divergence "
                                   "per token you accept")
-        Acceptance(self.acceptance, 0.0 if self.kl_bound is None else self.kl_bound).check(self.sampling)
-        if self.drafter == "ouroboros" and self.acceptance == "mentored":
-            raise QuickdraftError("drafter 'ouroboros' verifies tree drafts, which mentored acceptance does not take; "
-                                  "use acceptance 'exact'")
+        self.rule.check(self.sampling)
+        if self.drafter == "ouroboros" and self.rule.rule != "exact":
+            raise QuickdraftError(f"drafter 'ouroboros' verifies tree drafts, which {self.rule.rule} acceptance does "
+                                  "not take; use acceptance 'exact'")
         if self.draft_sizing not in SIZING:
             raise QuickdraftError(f"draft_sizing must be one of {', '.join(SIZING)}; got {self.draft_sizing!r}")
         if not isinstance(self.pool_scope, str):
@@ -154,6 +159,10 @@ class DecodeOptions:
         """The acceptance rule (acceptance.Acceptance)."""
         from .acceptance import Acceptance
 
+        if isinstance(self.acceptance, Acceptance):
+            return self.acceptance
+        if not isinstance(self.acceptance, str):
+            raise QuickdraftError(f"acceptance must be a rule name or an Acceptance; got {type(self.acceptance).__name__}")
         return Acceptance(self.acceptance, 0.0 if self.kl_bound is None else self.kl_bound)
 
     def check_load(self, load: LoadOptions) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..acceptance import Acceptance
 from .workloads import expand_names
 
 ENGINES = ("quickdraft", "transformers", "llama.cpp")
@@ -65,6 +66,15 @@ def _mentored(bound: float) -> Method:
                   needs=("draft-model", "api:acceptance"))
 
 
+def _relaxed(rule: str) -> Method:
+    about = {"typical": "Medusa's typical acceptance (epsilon 0.09, delta 0.3)",
+             "threshold": "SGLang-style acceptance thresholds (t_single 0.5, t_acc 0.5)"}[rule]
+    acceptance = Acceptance("typical") if rule == "typical" else Acceptance("threshold", t_single=0.5, t_acc=0.5)
+    return Method(f"{rule}-sampled", "quickdraft", f"draft model, {about}, sampled (lossy, no bound)",
+                  baseline="plain-sampled", sampled=True, exact=False,
+                  options=(("drafter", "draft-model"), ("acceptance", acceptance)), needs=("draft-model",))
+
+
 METHODS: dict[str, Method] = {m.name: m for m in (
     Method("plain", "quickdraft", "quickdraft, no drafter: plain greedy decoding (the baseline)", options=(("drafter", "none"),),
            rivals=("hf-plain", "llamacpp-plain")),
@@ -86,6 +96,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("draft-model-sampled", "quickdraft", "draft model, speculative sampling (exact in distribution)",
            baseline="plain-sampled", sampled=True, options=(("drafter", "draft-model"),), needs=("draft-model",)),
     *(_mentored(b) for b in MENTORED_KL_BOUNDS),
+    *(_relaxed(r) for r in ("typical", "threshold")),
     Method("hf-plain", "transformers", "transformers generate(), greedy", needs=("transformers-runner",)),
     Method("hf-prompt-lookup", "transformers", "transformers generate(prompt_lookup_num_tokens=10)",
            options=(("prompt_lookup_num_tokens", 10),), needs=("transformers-runner",)),
@@ -103,6 +114,7 @@ GROUPS = {
     "prediction-methods": tuple(n for n, m in METHODS.items() if m.uses_prediction),
     "sampled": tuple(n for n, m in METHODS.items() if m.sampled),
     "mentored": tuple(n for n in METHODS if n.startswith("mentored")),
+    "lossy": tuple(n for n, m in METHODS.items() if m.sampled and not m.exact),
 }
 
 

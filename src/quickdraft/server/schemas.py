@@ -156,7 +156,8 @@ class QuickdraftOptions(BaseModel):
     top_k: int = Field(0, ge=0)  # keep the k most likely tokens when sampling; 0: all
     lookup: LookupOptions | None = None
     draft_length: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"  # draft-model tokens per pass
-    acceptance: Literal["exact", "mentored"] = "exact"  # mentored: lossy, sampling only
+    # mentored: lossy, bounded, sampling only; typical, threshold: lossy with their defaults, no bound (relaxed.py)
+    acceptance: Literal["exact", "mentored", "typical", "threshold"] = "exact"
     kl_bound: float | None = Field(None, ge=0, allow_inf_nan=False)  # per-token KL bound for mentored
     ouroboros: OuroborosOptions | None = None  # settings of drafter "ouroboros"
     draft_sizing: Literal["auto", "cost", "off"] = "auto"  # drafts capped by measured pass costs, or as proposed
