@@ -326,3 +326,27 @@ _real_run_study = study.run_study
 
 def _small_study(out):
     return _real_run_study(out, n=80, position_step=16)
+
+
+def test_a_list_of_methods_is_an_ab_run(bench_model, data, tmp_path):
+    """harness.run with Method objects: one drafter under two settings, run by the benchmark's own loop and
+    checked against plain decoding (what scripts/ab_draft_sizing.py does); a list without its baseline is
+    refused before anything runs."""
+    import quickdraft
+    from quickdraft.bench.methods import METHODS, Method
+
+    a = Method("lookup-off", "quickdraft", "lookup, drafts as proposed", options=(("drafter", "lookup"), ("draft_sizing", "off")))
+    b = Method("lookup-short", "quickdraft", "lookup, 2 tokens", options=(("drafter", "lookup"), ("draft_sizing", "off"),
+                                                                          ("lookup", quickdraft.LookupConfig(num_tokens=2))))
+    config = harness.BenchConfig(model=str(bench_model), workloads=("summarization",), methods=("plain", a.name, b.name),
+                                 out=tmp_path / "ab", data=data, limit=2, max_new_tokens=16, repeats=1, progress=False)
+    gen = quickdraft.load(str(bench_model), progress=False)
+    with one_thread():
+        summary = harness.run(config, gen, methods=[METHODS["plain"], a, b])
+    rows = harness.read_runs(config.out)
+    assert sorted(r["method"] for r in rows) == sorted(["plain", "lookup-off", "lookup-short"] * 2)
+    assert all(r["identical"] for r in rows) and not summary.mismatches
+    assert max(r["draft_tokens"] / r["target_passes"] for r in rows if r["method"] == "lookup-short") <= 2
+    assert "lookup-short" in report.build(config.out).read_text()
+    with pytest.raises(QuickdraftError, match="baselines plain are not among the methods"):
+        harness.run(config, gen, methods=[a])

@@ -427,11 +427,13 @@ class Summary:
     notes: list[str] = field(default_factory=list)
 
 
-def plan(config: BenchConfig, session: Session, note: Callable[[str], None]) -> tuple[list[Method], dict[str, list]]:
-    """The methods that can run (notes for those that cannot) and each workload's tasks."""
+def plan(config: BenchConfig, session: Session, note: Callable[[str], None],
+         methods: Sequence[Method] | None = None) -> tuple[list[Method], dict[str, list]]:
+    """The methods that can run (notes for those that cannot) and each workload's tasks. methods: Method
+    objects to run instead of config.methods' names (an A/B of settings is a list of methods)."""
     runnable: list[Method] = []
-    for name in config.methods:
-        m = METHODS[name]
+    for m in methods if methods is not None else [METHODS[name] for name in config.methods]:
+        name = m.name
         why = session.unavailable(m)
         if why:
             note(f"method {name}: skipped: {why}")
@@ -447,8 +449,12 @@ def plan(config: BenchConfig, session: Session, note: Callable[[str], None]) -> 
 
 
 def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_path: Path | None = None,
-        log: Callable[[str], None] | None = None) -> Summary:
-    """Run the benchmark of `config` on the loaded Generator `gen`, appending to config.out/runs.jsonl."""
+        log: Callable[[str], None] | None = None, methods: Sequence[Method] | None = None) -> Summary:
+    """Run the benchmark of `config` on the loaded Generator `gen`, appending to config.out/runs.jsonl.
+
+    methods: Method objects to run instead of the registered methods config.methods names, e.g. one
+    drafter under two settings (scripts/ab_draft_sizing.py); each one's baseline must be among them.
+    """
     from tqdm import tqdm
 
     out = config.out
@@ -461,7 +467,10 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
         summary.notes.append(message)
         (bar.write if bar is not None else (log or _stderr))(f"note: {message}")
 
-    runnable, tasks = plan(config, session, note)
+    runnable, tasks = plan(config, session, note, methods)
+    missing = {m.baseline for m in runnable} - {m.name for m in runnable}
+    if methods is not None and missing:
+        raise QuickdraftError(f"the methods' baselines {', '.join(sorted(missing))} are not among the methods")
     if not session.chat:
         note("the model's tokenizer has no chat template: prompts are sent as plain text (the turns joined by blank lines)")
 
@@ -480,10 +489,10 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
         "workloads": list(config.workloads), "methods": [m.name for m in runnable], "limit": config.limit,
         "repeats": config.repeats, "kernels": getattr(gen.runner, "kernels", None),
         "dtype": getattr(gen.runner, "dtype", None), "row_invariant": getattr(gen.runner, "row_invariant", None),
-        "notes": summary.notes, "methods_skipped": [n for n in config.methods
-                                                                               if n not in {m.name for m in runnable}],
+        "notes": summary.notes, "methods_skipped": [m.name for m in (methods or [METHODS[n] for n in config.methods])
+                                                    if m.name not in {r.name for r in runnable}],
     })
-    meta["methods"] = {n: dataclasses.asdict(METHODS[n]) for n in METHODS}
+    meta["methods"] = {m.name: dataclasses.asdict(m) for m in (*METHODS.values(), *(methods or ()))}
     write_meta(out, meta)
 
     existing = read_runs(out)
