@@ -10,9 +10,9 @@ pass of n tokens on the machine.
 
 For every plain run of the folder (every turn), the prompt ids are rebuilt with the model's tokenizer
 and chat template (later turns after plain decoding's own answers, as the benchmark sends them), and
-each configuration is replayed pass by pass the way the engine runs it (engine.py, with or without
-the cost-aware cap of sizing.py, pass costs kept across requests as a Generator keeps them): draft,
-accept up to the first token that differs from the output, plus the bonus token. A pass of n tokens
+each configuration is replayed by the engine itself (engine.py, with or without the cost-aware cap of
+sizing.py, pass costs kept across requests as a Generator keeps them) on a scripted target that writes
+plain decoding's output, with a virtual clock (runners/scripted.py TimedScriptedRunner). A pass of n tokens
 costs cost(n) single-token passes (linear between the sizes given). Printed per workload: modelled
 decode speedup over plain decoding, median over turns [and over all tokens]. Prefill is left out.
 """
@@ -27,10 +27,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from quickdraft.core import EMPTY_DRAFT, Verdict
 from quickdraft.drafters.base import FirstOf
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
+from quickdraft.engine import Limits, generate
+from quickdraft.runners.scripted import TimedScriptedRunner
 from quickdraft.sizing import DraftSizer, PassCosts
 
 OLD_LOOKUP = LookupConfig(min_ngram=1, single_match_tokens=2)  # the rule before this script's first use
@@ -65,30 +66,15 @@ def cost_of(costs: dict[int, float]) -> Callable[[int], float]:
 
 
 def replay(drafter, prompt: list[int], output: list[int], cost, costs: PassCosts | None) -> float:
-    """Decode cost of `output` in single-token passes, drafted by `drafter`; costs: size drafts as the
-    engine does with a DraftSizer over these (shared) pass costs, None: no cap."""
-    drafter.begin(prompt)
+    """Decode cost of `output` in single-token passes, drafted by `drafter`, through the engine itself (a
+    scripted target that writes `output`, on a virtual clock where a pass of n tokens takes cost(n));
+    costs: size drafts with a DraftSizer over these (shared) pass costs, as a Generator does; None: no cap."""
+    vocab = max([*prompt, *output]) + 2  # room for an EOS that no token of the text uses
+    runner = TimedScriptedRunner(output, vocab, vocab - 1, cost)
     sizer = DraftSizer(costs=costs) if costs is not None else None
-    context, i, total, source = list(prompt), 0, 0.0, ""
-    while i < len(output):
-        budget = len(output) - i - 1
-        if sizer is not None:
-            budget = sizer.cap(source, budget)
-        draft = drafter.propose(context, budget) if budget > 0 else EMPTY_DRAFT
-        if sizer is not None and draft.tokens and draft.source != source:
-            draft = draft.head(sizer.cap(draft.source, len(draft)))
-        source = draft.source or source
-        a = 0
-        while a < len(draft) and draft.tokens[a] == output[i + a]:
-            a += 1
-        seconds = cost(len(draft) + 1)
-        total += seconds
-        if sizer is not None:
-            sizer.record(draft.source, len(draft), a, len(draft) + 1, seconds)
-        context += output[i : i + a + 1]
-        i += a + 1
-        drafter.observe(context, Verdict(draft, a, tuple(output[i - a - 1 : i])))
-    return total
+    for _ in generate(runner, prompt, Limits(len(output)), drafter, sizer=sizer, clock=runner.clock):
+        pass
+    return runner.now
 
 
 def plain_turns(out: Path, tok, chosen: set[str] | None = None, limit: int | None = None):

@@ -368,3 +368,28 @@ def test_draft_rates_count_first_and_later_tokens_by_phase():
     r.record(True, 0, 0)  # nothing drafted: nothing counted
     assert r.rates(True) == (1.0, 0.9)
     assert draft_gains((0.5, 0.9), 3) == pytest.approx([0.5, 0.45, 0.405])
+
+
+def test_replays_run_the_engine_on_a_virtual_clock():
+    """TimedScriptedRunner: the engine itself replays a drafter on a known output with modelled pass costs
+    (what scripts/draft_replay.py does): the clock, the stats and the sizer's costs are the modelled ones."""
+    from quickdraft.core import Stats
+    from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
+    from quickdraft.engine import Limits, generate
+    from quickdraft.runners.scripted import TimedScriptedRunner
+
+    script = [1 + (i * 7) % 40 for i in range(120)]
+    prompt = [0, *script]  # the prompt holds the whole output: prompt lookup can draft all of it
+
+    def replay(cost):
+        runner, costs, stats = TimedScriptedRunner(script, 64, 63, cost), PassCosts(), Stats()
+        steps = list(generate(runner, prompt, Limits(len(script)), PromptLookupDrafter(LookupConfig()), stats=stats,
+                              sizer=DraftSizer(costs=costs), clock=runner.clock))
+        assert [t for s in steps for t in s.tokens] == script
+        assert runner.now == pytest.approx(sum(cost(len(s.verdict.draft) + 1) for s in steps))
+        assert stats.decode_s == pytest.approx(runner.now) and stats.prefill_s == 0.0
+        assert all(w[1] / w[0] == pytest.approx(cost(n)) for n, w in costs._sums.items())
+        return stats
+
+    flat, steep = replay(lambda n: 1.0 + 0.02 * (n - 1)), replay(lambda n: float(n))
+    assert flat.decode_s < steep.decode_s / 10  # the same passes, priced by each machine's costs

@@ -64,12 +64,15 @@ def generate(
     acceptance: Acceptance = Acceptance(),
     sizer: DraftSizer | None = None,
     costs: PassCosts | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Iterator[Step]:
     """Yield one Step per target pass until a stopping rule fires; fills `stats` as it goes.
 
     sizer: caps each draft at the length that pays on this runner (sizing.py); None: drafts as proposed.
     costs: where each pass's seconds are recorded when there is no sizer (a sizer records into its own),
     for drafters that size their drafts themselves (Ouroboros's lengthening).
+    clock: seconds, for the stats and the pass costs (a replay passes a runner's virtual clock:
+    runners/scripted.py TimedScriptedRunner).
 
     Greedy (temperature 0) output equals plain greedy decoding token for token; sampled output is
     distributed as plain sampling from the target's processed distribution, unless a lossy
@@ -83,17 +86,17 @@ def generate(
     stats.prompt_tokens = len(prompt)
     stats.acceptance, stats.kl_bound, stats.lossy = acceptance.rule, acceptance.kl_bound, acceptance.lossy
 
-    t0 = time.perf_counter()
+    t0 = clock()
     runner.reset()
     runner.prefill(prompt[:-1])
     drafter.begin(prompt)
-    stats.prefill_s = time.perf_counter() - t0
+    stats.prefill_s = clock() - t0
 
     context = list(prompt)
     out: list[int] = []
     source = ""  # the drafter that proposed last
     while True:
-        t_step = time.perf_counter()
+        t_step = clock()
         # A pass emits at most len(draft) + 1 tokens: never draft past the limits.
         budget = min(limits.max_new_tokens - len(out), runner.max_context - len(context)) - 1
         if sizer is not None:  # as long as pays, for the drafter that proposed last (sizing.py)
@@ -105,14 +108,14 @@ def generate(
             elif draft.source != source:  # another drafter of a chain
                 draft = draft.head(sizer.cap(draft.source, len(draft)))
         source = draft.source or source
-        t_drafted = time.perf_counter()
+        t_drafted = clock()
         if draft.parents is None:
             logits = runner.forward([context[-1], *draft.tokens])  # [len(draft) + 1, vocab_size]
         else:  # a tree (trees.py): every branch in one pass
             if not supports_trees(runner):
                 raise QuickdraftError(f"{type(runner).__name__} cannot verify tree drafts; use a drafter without trees")
             logits = runner.forward_tree([context[-1], *draft.tokens], draft.parents)
-        t_verified = time.perf_counter()
+        t_verified = clock()
         verdict = verify(draft, logits, sampling, acceptance, rng)
         if sizer is not None:
             # a model drafter's seconds count against its drafts; lookup and predictions cost ~0 (and on a
@@ -140,7 +143,7 @@ def generate(
         stats.draft_forwards += draft.forwards
         stats.kl += verdict.kl
         stats.drafter_s += t_drafted - t_step
-        stats.decode_s += time.perf_counter() - t_step
+        stats.decode_s += clock() - t_step
         yield Step(tokens=tuple(tokens), from_draft=from_draft, verdict=verdict, finish_reason=finish)
         if finish:
             return

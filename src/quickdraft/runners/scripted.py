@@ -7,7 +7,7 @@ output token i put all their mass on script[i]; past the end of the script they 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -59,3 +59,25 @@ class ScriptedRunner:
         if length > self._length:
             raise ValueError(f"cannot roll back to {length} tokens: the cache holds only {self._length}")
         self._length = length
+
+
+class TimedScriptedRunner(ScriptedRunner):
+    """A ScriptedRunner whose passes take modelled time on a virtual clock: drafting rules replayed on a
+    known output (plain decoding's) through the engine itself, sizing included, with measured pass costs
+    in place of a model (scripts/draft_replay.py). Pass `runner.clock` as the engine's clock.
+
+    pass_seconds(n): what a pass of n tokens costs. Prefill takes no time here (replays leave it out).
+    """
+
+    def __init__(self, script: Sequence[int], vocab_size: int, eos: int, pass_seconds: Callable[[int], float],
+                 max_context: int = 1 << 20):
+        super().__init__(script, vocab_size, eos, max_context)
+        self.pass_seconds = pass_seconds
+        self.now = 0.0  # seconds of modelled target time so far
+
+    def clock(self) -> float:
+        return self.now
+
+    def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
+        self.now += self.pass_seconds(len(tokens))
+        return super().forward_tree(tokens, parents)
