@@ -621,7 +621,7 @@ def test_cli_serve_loads_once_and_runs_uvicorn(tiny_folder, monkeypatch, capsys)
     def no_load(*a, **k):
         raise AssertionError("loaded the model before checking the options")
 
-    monkeypatch.setattr(quickdraft.api, "load", no_load)
+    monkeypatch.setattr("quickdraft.loading._Opened", no_load)  # nothing is opened, let alone loaded
     assert cli.main(["serve", "--model", "no-such-model", "--max-queue", "0"]) == 2
     assert "max_queue must be an integer >= 1" in capsys.readouterr().err
 

@@ -122,7 +122,8 @@ class DecodeOptions:
             if value is None:
                 object.__setattr__(self, name, kind())
             elif not isinstance(value, kind):
-                raise QuickdraftError(f"{name} must be a {kind.__name__}; got {type(value).__name__}")
+                article = "an" if kind.__name__[0] in "AEIOU" else "a"
+                raise QuickdraftError(f"{name} must be {article} {kind.__name__}; got {type(value).__name__}")
 
         for name, kind in (("lookup", LookupConfig), ("draft", DraftModelConfig), ("sampling", SamplingParams),
                            ("ouroboros", OuroborosConfig)):
