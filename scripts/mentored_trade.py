@@ -19,16 +19,9 @@ from pathlib import Path
 import quickdraft
 from quickdraft.bench import harness, report
 from quickdraft.bench import workloads as W
-from quickdraft.bench.methods import METHODS, Method
+from quickdraft.bench.methods import METHODS, mentored_method
 
 BOUNDS = (0.01, 0.03, 0.1, 0.3, 1.0)  # nats per token (the grid)
-
-
-def mentored(bound: float) -> Method:
-    return Method(f"mentored-kl{bound:g}", "quickdraft", f"draft model, mentored acceptance, KL <= {bound:g} nats per token",
-                  baseline="plain-sampled", sampled=True, exact=False,
-                  options=(("drafter", "draft-model"), ("acceptance", "mentored"), ("kl_bound", bound)),
-                  needs=("draft-model",))
 
 
 def main() -> None:
@@ -44,7 +37,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     methods = [METHODS["plain-sampled"], METHODS["draft-model-sampled"],
-               *(mentored(float(b)) for b in args.bounds.split(",")), METHODS["typical-sampled"],
+               *(mentored_method(float(b)) for b in args.bounds.split(",")), METHODS["typical-sampled"],
                METHODS["threshold-sampled"]]
     config = harness.BenchConfig(model=args.model, workloads=tuple(W.select(args.workloads)),
                                  methods=tuple(m.name for m in methods), out=Path(args.out), data=W.data_dir(),

@@ -58,7 +58,9 @@ class Method:
         return "prediction" in self.needs
 
 
-def _mentored(bound: float) -> Method:
+def mentored_method(bound: float) -> Method:
+    """Mentored decoding with the draft model at KL bound `bound` (nats per token), sampled (scripts/mentored_trade.py
+    runs it at other bounds than the registered ones)."""
     return Method(f"mentored-kl{bound:g}", "quickdraft",
                   f"draft model, mentored acceptance, sampled (lossy: KL(target || output) <= {bound:g} nats per token)",
                   baseline="plain-sampled", sampled=True, exact=False,
@@ -95,7 +97,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            baseline="plain-sampled", sampled=True, options=(("drafter", "none"),)),
     Method("draft-model-sampled", "quickdraft", "draft model, speculative sampling (exact in distribution)",
            baseline="plain-sampled", sampled=True, options=(("drafter", "draft-model"),), needs=("draft-model",)),
-    *(_mentored(b) for b in MENTORED_KL_BOUNDS),
+    *(mentored_method(b) for b in MENTORED_KL_BOUNDS),
     *(_relaxed(r) for r in ("typical", "threshold")),
     Method("hf-plain", "transformers", "transformers generate(), greedy", needs=("transformers-runner",)),
     Method("hf-prompt-lookup", "transformers", "transformers generate(prompt_lookup_num_tokens=10)",
