@@ -4,8 +4,11 @@ weights packed for oneDNN (runners.hf.use_kernels), over a cached context of ran
 Both copies of the model are loaded in one process and measured alternately (median of --repeats per
 size), so the two columns share the machine's state.
 
-Usage: .venv/bin/python scripts/kernel_costs.py [--model qwen2.5-coder-1.5b] [--context 300]
+Usage: .venv/bin/python scripts/kernel_costs.py [--model qwen2.5-coder-1.5b] [--dtype fp32|bf16] [--context 300]
          [--sizes 1,2,4,8,16,24,32] [--repeats 3]
+
+In bf16 both copies are loaded as dtype "bf16" loads them (row-invariant, checked at load), one on torch's
+bf16 Linear and one packed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import statistics
 import time
 
 import quickdraft
+from quickdraft.cpu import describe
 
 
 def main() -> None:
@@ -24,9 +28,11 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=300)
     ap.add_argument("--sizes", default="1,2,4,8,16,24,32")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     args = ap.parse_args()
-    runners = {k: quickdraft.load(args.model, kernels=k, progress=False).runner for k in ("torch", "onednn")}
-    assert runners["onednn"].kernels == "onednn", "torch has no oneDNN here"
+    runners = {k: quickdraft.load(args.model, kernels=k, dtype=args.dtype, progress=False).runner
+               for k in ("torch", "onednn")}
+    assert runners["onednn"].kernels == "onednn", f"torch has no oneDNN {args.dtype} kernels here"
     rng = random.Random(0)
     vocab = min(r.vocab_size for r in runners.values())
     context = [rng.randrange(vocab) for _ in range(args.context)]
@@ -42,7 +48,7 @@ def main() -> None:
                 r.forward(tokens)
                 seconds[k].setdefault(n, []).append(time.perf_counter() - t)
     med = {k: {n: statistics.median(v) for n, v in s.items()} for k, s in seconds.items()}
-    print(f"{args.model}, {args.context} cached tokens, median of {args.repeats}\n")
+    print(f"CPU: {describe()}; {args.model} {args.dtype}, {args.context} cached tokens, median of {args.repeats}\n")
     print("| tokens | torch ms | (x its 1 token) | onednn ms | (x its 1 token) | onednn speedup |")
     print("|---|---|---|---|---|---|")
     for n in sizes:

@@ -14,15 +14,18 @@ VOCAB = 96
 
 def tiny_model(arch: str, seed: int = 0):
     """arch: llama, qwen2 or gemma3; "qwen2-onednn": its Linear layers packed (runners.hf.use_kernels);
-    "llama-bf16": in bfloat16 as the runner loads it (grouped eager attention, layers padded where their shape is not
-    row-invariant: runners/invariance.py)."""
+    "llama-bf16": in bfloat16 as the runner loads it (grouped eager attention, Linear layers packed for oneDNN where
+    torch can, then padded where their shape is not row-invariant: runners/invariance.py); "llama-bf16-torch": the
+    same on torch's own bf16 Linear (kernels "torch")."""
     arch, _, kernels = arch.partition("-")
-    if kernels == "bf16":
+    if kernels.startswith("bf16"):
         from quickdraft.runners import attention
+        from quickdraft.runners.hf import use_kernels
         from quickdraft.runners.invariance import pad_where_needed
 
         model = tiny_model(arch, seed).to(torch.bfloat16)
         model.set_attn_implementation(attention.register())
+        use_kernels(model, kernels.partition("-")[2] or "auto")
         pad_where_needed(model)
         return model
     if kernels:
@@ -50,14 +53,15 @@ def tiny_model(arch: str, seed: int = 0):
     return model.eval()
 
 
-@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen2-onednn", "llama-bf16", "qwen2-bf16"])
+@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen2-onednn", "llama-bf16", "qwen2-bf16-torch"])
 def tiny(request):
     """Each test on both architectures, once more with the Linear layers packed for oneDNN (the default
-    kernels of a loaded float32 model), and in bfloat16 as dtype "bf16" loads them. dtype "bf16" is
+    kernels of a loaded float32 model), and in bfloat16 as dtype "bf16" loads them (packed: llama; torch's own
+    Linear: qwen2). dtype "bf16" is
     exact only where this CPU's bf16 kernels can be made row-invariant, and refused elsewhere (tested in
     test_runtime.py); there the bf16 runs say so and stop."""
     model = tiny_model(request.param)
-    if request.param.endswith("-bf16"):
+    if "-bf16" in request.param:
         bf16_or_skip(model)
     return model
 

@@ -1,7 +1,7 @@
-"""Linear layers packed for oneDNN (runners.hf.PackedLinear, use_kernels): the same numbers as torch's
-Linear within float rounding, every layer replaced, and the option checked before any work.
+"""Linear layers packed for oneDNN (runners.hf.PackedLinear, use_kernels), float32 and bfloat16: the same
+numbers as torch's Linear within float rounding, every layer replaced, and the option checked before any work.
 
-Exactness of every drafter on packed models is covered by the `tiny` fixture's "qwen2-onednn" case
+Exactness of every drafter on packed models is covered by the `tiny` fixture's "qwen2-onednn" and "llama-bf16" cases
 (test_exactness, test_draft_model, test_trees, ...), whose ground truth is transformers' own greedy
 decoding of the same packed model.
 """
@@ -18,7 +18,7 @@ import quickdraft
 from conftest import reference_greedy, tiny_model
 from quickdraft.cpu import has_native_bf16
 from quickdraft.errors import QuickdraftError
-from quickdraft.runners.hf import HFRunner, PackedLinear, use_kernels
+from quickdraft.runners.hf import HFRunner, PackedLinear, packable, use_kernels
 
 needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
 
@@ -75,11 +75,42 @@ def test_auto_picks_onednn_where_torch_has_it():
     assert use_kernels(model, "auto") == ("onednn" if torch.backends.mkldnn.is_available() else "torch")
 
 
-def test_auto_leaves_a_model_that_is_not_float32():
-    model = tiny_model("llama").to(torch.bfloat16)
+def test_auto_leaves_a_model_that_onednn_does_not_run():
+    model = tiny_model("llama").to(torch.float16)
     assert use_kernels(model, "auto") == "torch"
-    with pytest.raises(QuickdraftError, match="kernels='onednn' needs torch built with oneDNN and a float32 model"):
+    with pytest.raises(QuickdraftError, match="kernels='onednn' needs torch built with oneDNN and a float32 model, "
+                                              "or a bfloat16 one.*this model is torch.float16"):
         use_kernels(model, "onednn")
+
+
+needs_onednn_bf16 = pytest.mark.skipif(not packable(torch.bfloat16), reason="no oneDNN bf16 kernels on this CPU")
+
+
+@needs_onednn_bf16
+@pytest.mark.parametrize("shape", [(1, 64), (3, 64), (2, 17, 64)])
+def test_packed_bf16_linear_matches_torch(shape, capsys):
+    """bf16 weights packed once: torch's bf16 Linear's numbers (bit for bit on this project's AMD EPYC, where both
+    run oneDNN's kernel; within bf16 rounding is what is asserted, CPUs differ), and a bf16 result."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 80).to(torch.bfloat16)
+    packed = PackedLinear(linear.weight, linear.bias)
+    x = torch.randn(*shape).to(torch.bfloat16)
+    with torch.inference_mode():
+        got, want = packed(x), linear(x)
+    assert got.dtype == torch.bfloat16 and got.shape == want.shape == (*shape[:-1], 80)
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
+    assert torch.equal(copy.deepcopy(packed)(x), got)
+    with capsys.disabled():
+        print(f"\n  packed bf16 Linear bit for bit torch's on this machine ({list(shape)}): {torch.equal(got, want)}")
+
+
+@needs_onednn_bf16
+def test_auto_packs_a_bf16_model_and_keeps_its_logits():
+    stock, packed = tiny_model("qwen2").to(torch.bfloat16), tiny_model("qwen2").to(torch.bfloat16)
+    assert use_kernels(packed, "auto") == "onednn" and HFRunner(packed).kernels == "onednn"
+    ids = torch.tensor([[5, 17, 33, 2, 71, 5, 17]])
+    with torch.inference_mode():
+        torch.testing.assert_close(packed(ids).logits, stock(ids).logits, atol=5e-2, rtol=5e-2)
 
 
 def test_bad_kernels_are_refused_before_any_work(tmp_path):
@@ -101,7 +132,8 @@ def test_load_packs_the_target_and_an_fp32_draft_but_not_an_int8_one(tiny_folder
         auto = quickdraft.load(str(tiny_folder), progress=False)
     fell_back = any("dtype auto falls back to fp32" in str(w.message) for w in caught)
     bf16 = has_native_bf16() and not fell_back
-    assert (auto.runner.dtype, auto.runner.kernels) == (("bf16", "torch") if bf16 else ("fp32", "onednn"))
+    assert auto.runner.dtype == ("bf16" if bf16 else "fp32")
+    assert auto.runner.kernels == ("onednn" if packable(torch.bfloat16 if bf16 else torch.float32) else "torch")
     fp32 = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), draft_precision="fp32", progress=False)
     assert fp32.draft_runner.kernels == "onednn"
     stock = quickdraft.load(str(tiny_folder), kernels="torch", progress=False)
@@ -110,3 +142,19 @@ def test_load_packs_the_target_and_an_fp32_draft_but_not_an_int8_one(tiny_folder
         want = g.generate("abc", chat=False, max_new_tokens=24, drafter="none")
         got = g.generate("abc", chat=False, max_new_tokens=24, drafter="draft-model", draft_sizing="off")
         assert got.token_ids == want.token_ids and got.stats.draft_forwards > 0
+
+
+@needs_onednn_bf16
+def test_a_packed_model_changes_dtype_as_a_model_does():
+    """model.float() / .to(bf16) on packed layers (a float32 draft made from a bf16 target, as tests do): the
+    weights unpacked, converted and packed again, so the converted model computes what a converted stock one does."""
+    stock = tiny_model("qwen2").to(torch.bfloat16)
+    packed = copy.deepcopy(stock)
+    use_kernels(packed, "onednn")
+    ids = torch.tensor([[5, 17, 33, 2, 71]])
+    with torch.inference_mode():
+        got, want = packed.float()(ids).logits, stock.float()(ids).logits
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+        back = packed.to(torch.bfloat16)(ids).logits
+    assert back.dtype == torch.bfloat16

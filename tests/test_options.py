@@ -20,7 +20,6 @@ from quickdraft.options import LoadOptions
     (dict(threads=2), "threads applies to the llama.cpp runner"),
     (dict(dtype="fp16"), "dtype must be one of auto, bf16, fp32; got 'fp16'"),
     (dict(dtype="bf16", runner="llama.cpp"), "dtype applies to the transformers runner"),
-    (dict(dtype="bf16", kernels="onednn"), "packs float32 weights"),
 ])
 def test_bad_options_are_refused_with_what_is_wrong(options, message):
     with pytest.raises(QuickdraftError, match=message.replace("(", r"\(")):
@@ -34,7 +33,8 @@ def test_good_options_and_the_target_dtype():
     assert LoadOptions().target_dtype(amd) == "fp32"  # auto: bf16 only where the CPU computes it natively
     assert LoadOptions().target_dtype(zen4) == "bf16"
     assert LoadOptions().target_dtype(amx) == "bf16"
-    assert LoadOptions(kernels="onednn").target_dtype(amx) == "fp32"  # packed float32 kernels asked for
+    assert LoadOptions(kernels="onednn").target_dtype(amx) == "bf16"  # oneDNN packs bf16 weights too
+    assert LoadOptions(kernels="torch").target_dtype(zen4) == "bf16"
     assert LoadOptions(runner="llama.cpp").target_dtype(amx) == "fp32"  # not a transformers target
     assert LoadOptions(dtype="bf16").target_dtype(amd) == "bf16"  # asked for: the load decides
     assert LoadOptions(dtype="fp32").target_dtype(amx) == "fp32"
@@ -48,8 +48,8 @@ def test_cli_refuses_bad_model_options_before_loading(capsys, monkeypatch):
     monkeypatch.setattr(loading, "_Opened", lambda *a, **k: pytest.fail("a model was opened"))
     assert cli.main(["generate", "--runner", "llama.cpp", "--dtype", "bf16", "hi"]) == 2
     assert "dtype applies to the transformers runner" in capsys.readouterr().err
-    assert cli.main(["serve", "--kernels", "onednn", "--dtype", "bf16"]) == 2
-    assert "packs float32 weights" in capsys.readouterr().err
+    assert cli.main(["serve", "--runner", "llama.cpp", "--kernels", "onednn"]) == 2
+    assert "kernels applies to the transformers runner" in capsys.readouterr().err
 
 
 class _FakeOpened:

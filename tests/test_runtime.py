@@ -20,16 +20,22 @@ from quickdraft.runners.invariance import MIN_ROWS, RowPadded, pad_where_needed,
 NARROW_LONG = (896, 4864)  # qwen2.5-coder-0.5b's down projection: the shape bf16 kernels split differently by rows
 
 
-def test_row_padding_restores_invariance_where_the_kernels_lack_it(capsys):
+@pytest.mark.parametrize("kernels", ["torch", "onednn"])
+def test_row_padding_restores_invariance_where_the_kernels_lack_it(kernels, capsys):
     """The mutation check at the layer level: without padding this shape's rows differ between pass sizes on
-    machines whose kernels split it by rows (this project's AMD EPYC with AVX512_BF16 does), with padding they
-    never do. Where the kernels happen to be invariant, the first half cannot show it: printed, not hidden."""
+    machines whose kernels split it by rows (this project's AMD EPYC with AVX512_BF16 does, on torch's Linear and
+    packed alike), with padding they never do. Where the kernels happen to be invariant, the first half cannot show
+    it: printed, not hidden."""
     torch.manual_seed(0)
     layer = torch.nn.Linear(NARROW_LONG[1], NARROW_LONG[0], bias=False).to(torch.bfloat16)
+    if kernels == "onednn":
+        if not hf.packable(torch.bfloat16):
+            pytest.skip("oneDNN has no bf16 kernels on this CPU: dtype bf16 runs torch's own Linear here")
+        layer = hf.PackedLinear(layer.weight)
     plain_ok = rows_invariant(layer, NARROW_LONG[1], torch.bfloat16)
     assert rows_invariant(RowPadded(layer), NARROW_LONG[1], torch.bfloat16)
     with capsys.disabled():
-        print(f"\n  bf16 {NARROW_LONG} Linear without padding row-invariant on this machine: {plain_ok}")
+        print(f"\n  bf16 {NARROW_LONG} Linear ({kernels}) without padding row-invariant on this machine: {plain_ok}")
 
 
 def test_row_padded_keeps_the_layers_numbers_and_shapes():
@@ -61,10 +67,10 @@ def test_only_layers_that_need_it_are_padded():
     assert before == [torch.nn.Linear] * 2
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("arch", ["llama-bf16", "qwen2-bf16", "qwen2-bf16-torch"])
 @pytest.mark.parametrize("cached", [1, 100, 300])
 def test_bf16_passes_are_row_invariant_bit_for_bit(arch, cached):
-    model = tiny_model(f"{arch}-bf16")
+    model = tiny_model(arch)
     bf16_or_skip(model)  # where the CPU's bf16 kernels cannot be made invariant, dtype bf16 is refused (below)
     runner = HFRunner(model)
     tokens = [(i * 31 + 7) % runner.vocab_size for i in range(cached + 64)]

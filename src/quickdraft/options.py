@@ -7,12 +7,14 @@ option before anything is downloaded or loaded:
     QuickdraftError: dtype applies to the transformers runner (llama.cpp runs the GGUF's own quantisation)
 
 dtype (the transformers target's weights and activations):
-    "fp32"  float32; Linear layers packed for oneDNN (kernels "auto")
-    "bf16"  bfloat16 with torch's own kernels: on a CPU with native bf16 (AVX512_BF16 or AMX) a pass is
-            cheaper, and much cheaper for many tokens (docs/runtime.md has the measured costs)
+    "fp32"  float32
+    "bf16"  bfloat16: on a CPU with native bf16 (AVX512_BF16 or AMX) a pass is cheaper, and much cheaper for
+            many tokens (docs/runtime.md has the measured costs)
     "auto"  bf16 where the CPU computes bf16 in hardware (AVX512_BF16 or AMX) and the model's bf16 passes
             pass the row-invariance check at load; fp32 elsewhere, and where that check refuses the model
-            (the load says so on stderr). kernels "onednn" asks for float32 and so makes auto fp32.
+            (the load says so on stderr).
+In either dtype, kernels "auto" packs the Linear layers' weights once for oneDNN where it runs that dtype
+(runners.hf.use_kernels); "torch" leaves torch's own Linear.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class LoadOptions:
     draft_precision: str | None = None  # a transformers draft model's: "int8" (None: int8) or "fp32"
     max_context: int | None = None  # KV cache / context cap (None: the model's)
     threads: int | None = None  # llama.cpp threads (None: every core this process may use)
-    kernels: str = "auto"  # a float32 transformers model's Linear layers (runners.hf.use_kernels)
+    kernels: str = "auto"  # a transformers model's Linear layers (runners.hf.use_kernels)
     dtype: str = "auto"  # the transformers target's precision (module docstring)
 
     def __post_init__(self) -> None:
@@ -62,9 +64,6 @@ class LoadOptions:
             raise QuickdraftError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
         if self.dtype != "auto" and self.runner != "transformers":
             raise QuickdraftError("dtype applies to the transformers runner (llama.cpp runs the GGUF's own quantisation)")
-        if self.dtype == "bf16" and self.kernels == "onednn":
-            raise QuickdraftError("kernels 'onednn' packs float32 weights; with dtype 'bf16' torch's own bf16 kernels "
-                                  "run (leave kernels at auto)")
 
     def target_dtype(self, cpu: dict | None = None) -> str:
         """The precision the transformers target is tried in first: dtype with "auto" resolved for this CPU
@@ -74,7 +73,7 @@ class LoadOptions:
 
         if self.dtype != "auto":
             return self.dtype
-        if self.runner != "transformers" or self.kernels == "onednn":
+        if self.runner != "transformers":
             return "fp32"
         return "bf16" if has_native_bf16(cpu) else "fp32"
 

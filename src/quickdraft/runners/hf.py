@@ -43,46 +43,69 @@ def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedM
 
 
 class PackedLinear(torch.nn.Module):
-    """A float32 Linear layer whose weight is kept in oneDNN's blocked layout, packed once at load.
+    """A Linear layer (float32 or bfloat16) whose weight is kept in oneDNN's blocked layout, packed once at load.
 
-    torch's own Linear (MKL) packs the weight on every call when a pass carries a few tokens. On the
-    project's 2-core CPU (AMD EPYC, AVX2), a qwen2.5-coder-1.5b pass over 300 cached tokens, 1 / 4 /
-    16 / 32 tokens: 335 / 877 / 986 / 1274 ms with torch's Linear, 287 / 494 / 726 / 1035 ms packed
-    (scripts/kernel_costs.py; docs/benchmarks.md). The
-    numbers differ from torch's by float rounding (like any other kernel choice), the same for plain
+    torch's own Linear reorders the weight on every call when a pass carries a few tokens, so a decoding step
+    reads every weight about twice. Packed once, each pass reads it once. On the project's 2-core CPU (AMD
+    EPYC, AVX-512 with AVX512_BF16), passes after 800 cached tokens, 1 / 4 / 16 / 32 tokens, ms, alternating
+    in one process: qwen2.5-coder-0.5b bf16 48.5 / 49.6 / 63.3 / 89.9 with torch's Linear, 34.7 / 34.8 / 46.1
+    / 68.5 packed; qwen2.5-coder-1.5b bf16 157 / 161 / 166 / 227 against 110 / 111 / 116 / 180 (docs/runtime.md).
+    float32, 1.5B after 300 tokens, 1 / 4 / 16 / 32 tokens: 335 / 877 / 986 / 1274 ms against 287 / 494 /
+    726 / 1035 ms (scripts/kernel_costs.py; docs/benchmarks.md). The numbers are oneDNN's, bit for bit those of
+    torch's own Linear in bf16 on that CPU and within float rounding of them in float32, and the same for plain
     decoding and for verification passes, which run the same layers.
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):  # [out, in], [out]
         super().__init__()
         self.out_features, self.in_features = weight.shape
-        self.register_buffer("weight", weight.detach().to_mkldnn())  # [out, in], blocked
+        # [out, in] in oneDNN's blocked layout, laid out for passes of one row (the decoding step)
+        self.register_buffer("weight", torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 1))
         self.register_buffer("bias", None if bias is None else bias.detach().clone())  # [out]
 
     def __deepcopy__(self, memo: dict) -> PackedLinear:  # a blocked tensor has no storage to copy
         return PackedLinear(self.weight.to_dense(), self.bias)
 
+    def _apply(self, fn, recurse: bool = True) -> PackedLinear:
+        """model.float(), .to(dtype) and the like: applied to the plain weight, then packed again (a blocked
+        tensor converts to no other dtype)."""
+        weight = fn(self.weight.to_dense())  # [out, in]
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, 1)
+        self.bias = None if self.bias is None else fn(self.bias)
+        return self
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
-        return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), self.weight, self.bias).to_dense()
+        rows = x.reshape(-1, self.in_features).contiguous()  # [rows, in]
+        out = torch.ops.mkldnn._linear_pointwise(rows, self.weight, self.bias, "none", [], "")  # [rows, out]
+        return out.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+def packable(dtype: torch.dtype) -> bool:
+    """Whether oneDNN can run packed Linear layers of this dtype here (bf16: where this CPU has the instructions
+    oneDNN's bf16 kernels need; torch says which)."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    return dtype == torch.float32 or (dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def use_kernels(model: PreTrainedModel, kernels: str) -> str:
-    """Put a float32 model's Linear layers on the kernels asked for; returns those it runs on.
+    """Put a model's Linear layers on the kernels asked for; returns those it runs on.
 
     "onednn": every Linear becomes a PackedLinear (a tied output layer gets its own packed copy of
     the embedding: more memory, by the embedding's size); "torch": left as loaded; "auto": onednn
-    where torch has oneDNN and the model is float32, else torch.
+    where oneDNN runs the model's dtype (float32 or bfloat16) here, else torch.
     """
     if kernels not in KERNELS:
         raise ValueError(f"kernels must be one of {', '.join(KERNELS)}; got {kernels!r}")
-    usable = torch.backends.mkldnn.is_available() and model.dtype == torch.float32
+    usable = packable(model.dtype)
     if kernels == "auto":
         kernels = "onednn" if usable else "torch"
     if kernels == "onednn" and not usable:
-        raise UnsupportedModelError("kernels='onednn' needs torch built with oneDNN and a float32 model")
+        raise UnsupportedModelError(f"kernels='onednn' needs torch built with oneDNN and a float32 model, or a bfloat16 "
+                                    f"one on a CPU with oneDNN's bf16 kernels; this model is {model.dtype} here")
     if kernels == "onednn":
         for module in list(model.modules()):
             for name, child in list(module.named_children()):
@@ -170,17 +193,18 @@ class HFRunner:
         self.cache.crop(-excess)  # also when 0: sliding-window layers drop what fell out of the window
 
 
-def bf16_runner(path, max_context: int | None = None) -> HFRunner:
+def bf16_runner(path, max_context: int | None = None, kernels: str = "auto") -> HFRunner:
     """The transformers target in bfloat16, exact by construction (runners/invariance.py): eager attention
-    (grouped: runners/attention.py), Linear layers whose shape is not row-invariant padded to 16 rows, and the
-    property checked on this model at load, bit for bit; refused with UnsupportedModelError where it does not
-    hold."""
+    (grouped: runners/attention.py), Linear layers on `kernels` (use_kernels: packed for oneDNN by default), those
+    whose shape is not row-invariant there padded to 16 rows, and the property checked on this model at load,
+    bit for bit; refused with UnsupportedModelError where it does not hold."""
     from transformers import AutoModelForCausalLM
 
     from . import attention
     from .invariance import pad_where_needed, row_invariance
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, attn_implementation=attention.register())
+    use_kernels(model, kernels)
     pad_where_needed(model)
     runner = HFRunner(model, max_context)
     probe = [(i * 7919 + 11) % runner.vocab_size for i in range(40)]  # arbitrary, fixed tokens

@@ -26,6 +26,8 @@ from typing import Sequence
 
 import torch
 
+from .hf import PackedLinear
+
 MIN_ROWS = 16  # rows a RowPadded layer always computes
 PROBE_ROWS = (2, 3, 4, 8, 16, 17, 32, 64)  # pass sizes probed against one-row passes
 
@@ -77,7 +79,7 @@ def pad_where_needed(model: torch.nn.Module) -> list[str]:
     padded = []
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
-            if type(child) is not torch.nn.Linear:
+            if type(child) not in (torch.nn.Linear, PackedLinear):
                 continue
             shape = tuple(child.weight.shape)
             if shape not in verdict:
