@@ -9,7 +9,9 @@ write the same text is counted (they may not: rounding decides near-ties).
 
 Usage: .venv/bin/python scripts/ab_kernels.py --workloads humaneval,mt_bench --limit 3
          [--methods plain,draft-model,lookup] [--model qwen2.5-coder-1.5b] [--draft-model qwen2.5-coder-0.5b]
-         [--max-new-tokens 128] [--out ab_kernels.jsonl]
+         [--max-new-tokens 128] [--dtype auto|bf16|fp32] [--out ab_kernels.jsonl]
+
+(Two Generators, one per kernel choice, so not a method list for harness.run, which runs one.)
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--out", default="ab_kernels.jsonl")
+    ap.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"], help="the target's precision")
     args = ap.parse_args()
     methods = [METHODS[m] for m in args.methods.split(",")]
     assert methods[0].name == "plain", "plain first: the reference of each kernel choice"
@@ -48,7 +51,7 @@ def main() -> None:
                          draft_model=args.draft_model, max_new_tokens=args.max_new_tokens, repeats=1)
     sessions = {}
     for k in KERNELS:
-        gen = quickdraft.load(args.model, draft_model=args.draft_model, kernels=k)
+        gen = quickdraft.load(args.model, draft_model=args.draft_model, kernels=k, dtype=args.dtype)
         gen.generate("warm up", drafter="draft-model", max_new_tokens=8)
         sessions[k] = Session(gen, config)
     runs = [(k, m) for m in methods for k in KERNELS]
@@ -61,7 +64,8 @@ def main() -> None:
                 for k, m in order:
                     o = sessions[k].run(m, task)
                     got[k, m.name] = o.tokens
-                    row = {"cpu": CPU, "workload": name, "task": task.id, "kernels": k, "method": m.name,
+                    row = {"cpu": CPU, "workload": name, "task": task.id, "kernels": k, "dtype": sessions[k].gen.runner.dtype,
+                           "method": m.name,
                            "tokens": sum(len(t) for t in o.tokens),
                            "prefill_s": round(o.times.get("prefill_s", 0.0), 3),
                            "decode_s": round(o.times.get("decode_s", 0.0), 3),

@@ -2,12 +2,14 @@
 
 Under greedy decoding the target's output is known from a plain run, so a draft's fate needs only the
 draft model: accepted = the longest prefix equal to the output. This script runs the real
-DraftModelDrafter (the draft model loaded as the benchmark loads it, int8) pass by pass against the
-plain outputs of a `quickdraft bench run` folder, sized by the engine's DraftSizer (cap before a draft,
-trim by the draft's confidences after it) with a cost table in place of measured pass costs, and
-prints per workload what the drafts were made of (tokens per pass, accepted, rejected, rejected after
-an EOS it drafted, draft forwards) and a modelled decode speedup: a target pass of n tokens costs
-cost(n) single-token passes, a draft forward `--draft-cost` of one. Prefill is left out.
+DraftModelDrafter (the draft model loaded as the benchmark loads it, int8) through the engine itself
+(engine.py) against the plain outputs of a `quickdraft bench run` folder: the target is a scripted runner
+that writes plain decoding's output (then its EOS, where the run stopped), on a virtual clock where a target
+pass of n tokens costs cost(n) single-token passes and a draft forward `--draft-cost` of one
+(runners/scripted.py TimedScriptedRunner). Drafts are sized as the engine sizes them (DraftSizer: cap before a
+draft, trim by the draft's confidences after it), over the cost table as if measured. Printed per workload:
+what the drafts were made of (tokens per pass, accepted, rejected, rejected after an EOS it drafted, draft
+forwards) and the modelled decode speedup. Prefill is left out.
 
     C=1:1,2:2.07,3:3.19,4:2.9,5:2.7,6:2.94,8:2.53,11:3.98,17:3.22,25:4.32,33:4.95  # qwen 1.5B, AMD, 2 cores
     PYTHONPATH=scripts .venv/bin/python scripts/draft_model_replay.py docs/results/2026-11-23-qwen1.5b-draft \
@@ -23,51 +25,57 @@ import argparse
 import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
-from quickdraft.core import EMPTY_DRAFT, Verdict
+from quickdraft.core import Draft, Stats, Verdict
 from quickdraft.drafters.draft_model import DraftModelConfig, DraftModelDrafter
+from quickdraft.engine import Limits, generate
+from quickdraft.runners.scripted import TimedScriptedRunner
 from quickdraft.sizing import DraftSizer, PassCosts
 
 from draft_replay import cost_of, plain_turns
 
 
-def replay(drafter: DraftModelDrafter, prompt: list[int], output: list[int], eos: set[int], max_new: int, cost,
-           draft_cost: float, sizer: DraftSizer | None, calibration: dict[int, list[int]],
-           counts: dict[str, float]) -> float:
-    """Decode cost of `output` in single-token passes, drafted by `drafter` and sized by `sizer` (or not)
-    as the engine does it (engine.py): cap before the draft, trim a rated draft after it."""
-    drafter.begin(prompt)
-    context, i, total, source = list(prompt), 0, 0.0, ""
-    full = output + [min(eos)] if eos else output  # a stopped answer ends with the EOS plain decoding met
-    while i < len(output):
-        budget = max_new - i - 1  # as the engine sets it: it does not know where the answer ends
-        if sizer is not None:
-            budget = sizer.cap(source, budget)
-        made = drafter.propose(context, budget) if budget > 0 else EMPTY_DRAFT
-        draft = sizer.trim(made) if sizer is not None and len(made) else made
-        source = draft.source or source
-        right = 0  # of the draft as made
-        while right < len(made) and i + right < len(full) and made.tokens[right] == full[i + right]:
+class Observed:
+    """The drafter as the engine sees it, with its draft forwards charged to the virtual clock, the confidence
+    of every draft it made binned against the output (calibration: bin -> [rejected, accepted]) and the draft
+    tokens verified after an EOS it drafted counted."""
+
+    def __init__(self, drafter: DraftModelDrafter, runner: TimedScriptedRunner, draft_cost: float, full: list[int],
+                 eos: set[int], calibration: dict[int, list[int]]):
+        self.drafter, self.runner, self.draft_cost, self.full = drafter, runner, draft_cost, full
+        self.eos, self.calibration, self.prompt_len, self.after_eos = eos, calibration, 0, 0
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.prompt_len = len(prompt)
+        self.drafter.begin(prompt)
+
+    def propose(self, context: Sequence[int], budget: int) -> Draft:
+        made = self.drafter.propose(context, budget)
+        self.runner.now += self.draft_cost * made.forwards  # the engine's clock reads it after propose
+        i, right = len(context) - self.prompt_len, 0
+        while right < len(made) and i + right < len(self.full) and made.tokens[right] == self.full[i + right]:
             right += 1
         for j, c in enumerate((made.confidence or ())[: right + 1]):
-            calibration[min(int(c * 10), 9)][j < right] += 1
-        a = min(right, len(draft))
-        counts["passes"] += 1
-        counts["drafted"] += len(draft)
-        counts["accepted"] += a
-        counts["rejected"] += len(draft) - a
-        counts["after_eos"] += next((len(draft) - j - 1 for j, t in enumerate(draft.tokens[: a + 1]) if t in eos), 0)
-        counts["forwards"] += made.forwards
-        seconds = cost(len(draft) + 1)
-        total += seconds + draft_cost * made.forwards
-        if sizer is not None:
-            sizer.record(draft.source, len(draft), a, len(draft) + 1, seconds, draft_cost * made.forwards)
-        context += full[i : i + a + 1]
-        i += a + 1
-        drafter.observe(context, Verdict(draft, a, tuple(full[i - a - 1 : i])))
-    return total
+            self.calibration[min(int(c * 10), 9)][j < right] += 1
+        return made
+
+    def observe(self, context: Sequence[int], verdict: Verdict) -> None:
+        drafted, a = verdict.draft.tokens, verdict.accepted
+        self.after_eos += next((len(drafted) - j - 1 for j, t in enumerate(drafted[: a + 1]) if t in self.eos), 0)
+        self.drafter.observe(context, verdict)
+
+
+def replay(drafter: Observed, prompt: list[int], max_new: int, eos: set[int], sizer: DraftSizer | None,
+           stats: Stats) -> float:
+    """Modelled decode seconds (in single-token passes) of the scripted output, drafted by `drafter`."""
+    runner = drafter.runner
+    limits = Limits(max_new, frozenset(eos))
+    for _ in generate(runner, prompt, limits, drafter, stats=stats, sizer=sizer, clock=runner.clock):
+        pass
+    return runner.now
 
 
 def main() -> None:
@@ -90,10 +98,10 @@ def main() -> None:
     out = Path(args.out)
     max_new = harness.read_meta(out)["config"]["max_new_tokens"]
     gen = load(args.draft, draft_model=args.draft)  # the draft model, and its int8 drafting runner
-    tok, runner = gen.tokenizer, gen.draft_runner
+    tok, draft_runner = gen.tokenizer, gen.draft_runner
     eos = set(tok.eos_token_ids)
     cost = cost_of({int(k): float(v) for k, v in (kv.split(":") for kv in args.costs.split(","))})
-    drafter = DraftModelDrafter(runner, runner.vocab_size,
+    drafter = DraftModelDrafter(draft_runner, draft_runner.vocab_size,
                                 config=DraftModelConfig(min_confidence=args.min_confidence, min_joint=args.min_joint))
     costs = PassCosts(decay=1.0)  # the table, as if measured (the engine's own costs decay; these need not)
     for n in range(1, max_new + 1):
@@ -105,10 +113,17 @@ def main() -> None:
     with torch.inference_mode():
         for r, _, turn, prompt, output in plain_turns(out, tok, chosen, args.limit):
             stopped = r["finish_reason"][turn] == "stop"
+            target = TimedScriptedRunner(output, draft_runner.vocab_size, min(eos), cost)  # then EOS, if it stopped
+            observed = Observed(drafter, target, args.draft_cost, output + [min(eos)], eos, calibration)
             sizer = DraftSizer(costs=costs) if args.sizing == "cost" else None  # one per request, as the engine's
-            c = replay(drafter, prompt, output, eos if stopped else set(), max_new, cost, args.draft_cost, sizer,
-                       calibration, counts[r["workload"]])
+            stats = Stats()
+            c = replay(observed, prompt, max_new if stopped else len(output), eos, sizer, stats)
             speedups[r["workload"]].append(len(output) / c if c else 1.0)
+            k = counts[r["workload"]]
+            for name, value in (("passes", stats.target_passes), ("drafted", stats.draft_tokens),
+                                ("accepted", stats.accepted_prediction_tokens), ("after_eos", observed.after_eos),
+                                ("rejected", stats.rejected_prediction_tokens), ("forwards", stats.draft_forwards)):
+                k[name] += value
     print(f"cost {args.costs}, draft forward {args.draft_cost}, sizing {args.sizing}, "
           f"min_confidence {args.min_confidence}, min_joint {args.min_joint}")
     print("| workload | turns | modelled decode speedup (median) | tokens/pass drafted | accepted | rejected | of them after EOS | draft forwards |")

@@ -1,27 +1,25 @@
 """Ouroboros ablation (issue 5; the shape of the paper's Table 4): plain decoding, speculative decoding
 with the draft model, then Ouroboros adding one mechanism at a time, on HumanEval, greedy.
 
-    python scripts/ouroboros_ablation.py --limit 10 --max-new-tokens 256 --out ablation.jsonl
+    .venv/bin/python scripts/ouroboros_ablation.py --limit 10 --max-new-tokens 256 --out bench-out/ouroboros-ablation
 
-Every configuration runs on the same loaded weights in one process, interleaved per prompt (prompt 1
-under every configuration, then prompt 2, ...), and every output is compared with plain decoding's.
-Warm start keeps one pool across the prompts in order; the other rows start each prompt empty.
-Prints a Markdown table: decode tokens/s (median over prompts and total tokens / total time), speedup
-over plain and over speculative decoding, mean accepted tokens per target pass, draft forwards per pass.
+A list of methods run by the benchmark's own loop (harness.run: every configuration on the same loaded
+weights in one process, interleaved and rotated per task, every output checked against plain decoding's,
+runs.jsonl and report.md in --out). Each configuration has its own phrase pool (the Generator keys pools by
+configuration); warm start keeps it across the tasks, the other rows start each task empty. --only picks rows by
+number (plain always runs).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import sys
-import time
 from dataclasses import replace
+from pathlib import Path
 
 from quickdraft import load
-from quickdraft.bench.workloads import data_dir, humaneval
-from quickdraft.cpu import describe
+from quickdraft.bench import harness, report
+from quickdraft.bench import workloads as W
+from quickdraft.bench.methods import METHODS, Method
 from quickdraft.drafters.ouroboros import OuroborosConfig
 
 # Cumulative, as in the paper: each row adds one mechanism to the row before; the last two are
@@ -41,17 +39,18 @@ EXTRA = [("default + lookahead window W=8", dict(window=8)),  # measured apart: 
          ("default, one phrase per draft forward", dict(draft_phrases=1))]
 
 
-CPU = describe()  # every row names the CPU and its flags: ratios differ between CPU kinds
-
-def configs() -> list[tuple[str, dict]]:
-    rows: list[tuple[str, dict]] = [("plain", dict(drafter="none")), ("speculative", dict(drafter="draft-model"))]
-    cfg = BASE
-    for name, change in STEPS:
+def methods() -> list[Method]:
+    """Row 0 plain, row 1 speculative decoding, then the Ouroboros rows (named ouroboros-2, ...)."""
+    rows = [METHODS["plain"], METHODS["draft-model"]]
+    cfg, changes = BASE, []
+    for about, change in STEPS:
         cfg = replace(cfg, **change)
-        rows.append((name, dict(drafter="ouroboros", ouroboros=cfg)))
+        changes.append((about, cfg))
     assert cfg == OuroborosConfig(), "the last cumulative row must be the default configuration"
-    for name, change in EXTRA:
-        rows.append((name, dict(drafter="ouroboros", ouroboros=replace(cfg, **change))))
+    changes += [(about, replace(cfg, **change)) for about, change in EXTRA]
+    for about, c in changes:
+        rows.append(Method(f"ouroboros-{len(rows)}", "quickdraft", about, needs=("draft-model",),
+                           options=(("drafter", "ouroboros"), ("ouroboros", c))))
     return rows
 
 
@@ -60,69 +59,24 @@ def main() -> int:
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--draft-model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--limit", type=int, default=10)
-    ap.add_argument("--skip", type=int, default=0, help="prompts to skip first (to tune on others)")
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--only", default="", help="comma-separated row numbers to run (0 = plain, always run)")
-    ap.add_argument("--out", default="ouroboros-ablation.jsonl")
+    ap.add_argument("--out", default="bench-out/ouroboros-ablation")
     ap.add_argument("--kernels", default="auto", help="the target's Linear kernels: auto, onednn or torch")
+    ap.add_argument("--dtype", default="auto", help="the target's precision: auto, bf16 or fp32")
     args = ap.parse_args()
-
-    gen = load(args.model, draft_model=args.draft_model, kernels=args.kernels)
-    tasks = list(humaneval(data_dir(), args.skip + args.limit))[args.skip :]
-    rows = configs()
-    chosen = {0, *(int(i) for i in args.only.split(",") if i)} if args.only else set(range(len(rows)))
-    gen.generate("hi", drafter="draft-model", max_new_tokens=4)  # warm up both models
-    results: dict[str, list[dict]] = {name: [] for name, _ in rows}
-    with open(args.out, "w") as log:
-        for n, task in enumerate(tasks):
-            prompt = task.messages
-            plain_ids = None
-            for i, (name, options) in enumerate(rows):
-                if i not in chosen:
-                    continue
-                t0 = time.perf_counter()
-                res = gen.generate(prompt, max_new_tokens=args.max_new_tokens, **options)
-                wall = time.perf_counter() - t0
-                if plain_ids is None:
-                    plain_ids = res.token_ids
-                s = res.stats
-                rec = dict(cpu=CPU, task=task.id, row=name, identical=res.token_ids == plain_ids, wall_s=round(wall, 3),
-                           **s.as_dict())
-                results[name].append(rec)
-                log.write(json.dumps(rec) + "\n")
-                log.flush()
-                print(f"[{n + 1}/{len(tasks)}] {name:38s} {s.decode_tokens_per_s:6.2f} tok/s  "
-                      f"acc/pass {s.accepted_per_pass:5.2f}  fwd/pass "
-                      f"{s.draft_forwards / max(1, s.target_passes):5.2f}  identical={rec['identical']}",
-                      file=sys.stderr, flush=True)
-    report(results, args)
-    return 0 if all(r["identical"] for recs in results.values() for r in recs) else 1
-
-
-def report(results: dict[str, list[dict]], args) -> None:
-    def total_rate(recs):
-        return sum(r["completion_tokens"] for r in recs) / sum(r["decode_s"] for r in recs)
-
-    plain = results["plain"]
-    spec = results.get("speculative") or []
-    print(f"\nHumanEval, first {args.limit} prompts after {args.skip}, {args.max_new_tokens} new tokens, greedy; "
-          f"target {args.model}, draft {args.draft_model}\n")
-    print("| configuration | decode tok/s (median) | decode tok/s (total) | x plain | x speculative | "
-          "accepted / pass | draft forwards / pass | identical |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, recs in results.items():
-        if not recs:
-            continue
-        ratio_plain = statistics.median(r["decode_tokens_per_s"] / p["decode_tokens_per_s"] for r, p in zip(recs, plain))
-        ratio_spec = (statistics.median(r["decode_tokens_per_s"] / q["decode_tokens_per_s"] for r, q in zip(recs, spec))
-                      if spec else float("nan"))
-        passes = sum(r["target_passes"] for r in recs)
-        print(f"| {name} | {statistics.median(r['decode_tokens_per_s'] for r in recs):.2f} | {total_rate(recs):.2f} | "
-              f"{ratio_plain:.2f} | {ratio_spec:.2f} | "
-              f"{sum(r['accepted_prediction_tokens'] for r in recs) / passes:.2f} | "
-              f"{sum(r['draft_forwards'] for r in recs) / passes:.2f} | "
-              f"{sum(r['identical'] for r in recs)}/{len(recs)} |")
+    rows = methods()
+    chosen = [rows[0], *(rows[int(i)] for i in args.only.split(",") if i and int(i))] if args.only else rows
+    for i, m in enumerate(rows):
+        print(f"{i:2d} {m.name:13s} {m.about}")
+    config = harness.BenchConfig(model=args.model, workloads=("humaneval",), methods=tuple(m.name for m in chosen),
+                                 out=Path(args.out), data=W.data_dir(), draft_model=args.draft_model, limit=args.limit,
+                                 max_new_tokens=args.max_new_tokens, repeats=1, kernels=args.kernels, dtype=args.dtype)
+    gen = load(args.model, draft_model=args.draft_model, kernels=args.kernels, dtype=args.dtype)
+    summary = harness.run(config, gen, methods=chosen)
+    print(report.build(config.out))
+    return 1 if summary.mismatches else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -350,3 +350,32 @@ def test_a_list_of_methods_is_an_ab_run(bench_model, data, tmp_path):
     assert "lookup-short" in report.build(config.out).read_text()
     with pytest.raises(QuickdraftError, match="baselines plain are not among the methods"):
         harness.run(config, gen, methods=[a])
+
+
+def test_the_ouroboros_ablation_is_a_method_list(bench_model, data, tmp_path):
+    """scripts/ouroboros_ablation.py: its rows are Method objects run by harness.run (no loop of its own): the
+    cumulative rows end at the default configuration, and a few of them run exact against plain decoding."""
+    import importlib.util
+    from pathlib import Path
+
+    import quickdraft
+    from quickdraft.drafters.ouroboros import OuroborosConfig
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "ouroboros_ablation.py"
+    spec = importlib.util.spec_from_file_location("ouroboros_ablation", path)
+    ablation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ablation)
+    rows = ablation.methods()
+    assert [m.name for m in rows[:2]] == ["plain", "draft-model"]
+    default = rows[1 + len(ablation.STEPS)]
+    assert dict(default.options)["ouroboros"] == OuroborosConfig() and len({m.name for m in rows}) == len(rows)
+    chosen = [rows[0], rows[2], default]
+    config = harness.BenchConfig(model=str(bench_model), workloads=("humaneval",), methods=tuple(m.name for m in chosen),
+                                 out=tmp_path / "ablation", data=data, draft_model=str(bench_model), limit=2,
+                                 max_new_tokens=16, repeats=1, progress=False)
+    gen = quickdraft.load(str(bench_model), draft_model=str(bench_model), progress=False)
+    with one_thread():
+        summary = harness.run(config, gen, methods=chosen)
+    rows_run = harness.read_runs(config.out)
+    assert sorted(r["method"] for r in rows_run) == sorted([m.name for m in chosen] * 2)
+    assert all(r["identical"] for r in rows_run) and not summary.mismatches
