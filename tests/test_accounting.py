@@ -135,26 +135,28 @@ EDIT_CASES = {
     # replace@57, P[51:58] = 52..57,X: d7 a6 r1 +58. a 54, r 1, 5 passes.
     ("openai", "replace", 57): (54, 1, 5, 58, [16, 16, 16, 7, 0]),
     # ---- default ----
+    # A draft after a re-anchor is max(min_draft 8, run) long; each fully accepted pass adds its length + 1
+    # to the run, so the ramp goes 8, 10, 21, 43 ... until P runs out.
     # insert@0, P = X,1..58: pass 1 d16 a0 r16 +1; 1 = P[1], near hint 1: re-anchor j = 2, L = run = 1.
-    # ramp: d2 +4, d4 +9, d9 +19, d19 +39, then 39 asked but P[40:59] has 19: d19 a19 + EOS.
-    # a 2+4+9+19+19 = 53, r 16, 6 passes.
-    ("default", "insert", 0): (53, 16, 6, 58, [16, 2, 4, 9, 19, 19]),
+    # ramp: d8 +10, d10 +21, d21 +43, then 43 asked but P[44:59] has 15: d15 a15 + EOS.
+    # a 8+10+21+15 = 54, r 16, 5 passes.
+    ("default", "insert", 0): (54, 16, 5, 58, [16, 8, 10, 21, 15]),
     # missing@0, P = 2..58: pass 1 d16 a0 r16 +1 (not in P); pass 2 plain +2; 2 = P[0]: anchor 1, run 1.
-    # ramp: d2 +5, d4 +10, d9 +20, d19 +40, then P[39:57] d18 a18 + EOS. a 52, r 16, 7 passes.
-    ("default", "missing", 0): (52, 16, 7, 58, [16, 0, 2, 4, 9, 19, 18]),
+    # ramp: d8 +11, d10 +22, d21 +44, then P[43:57] d14 a14 + EOS. a 53, r 16, 6 passes.
+    ("default", "missing", 0): (53, 16, 6, 58, [16, 0, 8, 10, 21, 14]),
     # replace@0, P = X,2..58: pass 1 d16 a0 r16 +1 (not in P); pass 2 plain +2; 2 = P[1]: anchor 2.
-    # ramp: d2 +5, d4 +10, d9 +20, d19 +40, then P[40:58] d18 a18 + EOS. a 52, r 16, 7 passes.
-    ("default", "replace", 0): (52, 16, 7, 58, [16, 0, 2, 4, 9, 19, 18]),
+    # ramp: d8 +11, d10 +22, d21 +44, then P[44:58] d14 a14 + EOS. a 53, r 16, 6 passes.
+    ("default", "replace", 0): (53, 16, 6, 58, [16, 0, 8, 10, 21, 14]),
     # middle: pass 1 d16 a16 +17 (run 33); pass 2 drafts P[17:50] (33), its 13th is the edit: a12 r21 +30.
     # insert@29, P = 1..29,X,30..58: 30 = P[30], hint 30: anchor 31 at once.
-    # ramp: d2 +33, d4 +38, d9 +48, then P[49:59] d10 a10 + EOS. a 16+12+2+4+9+10 = 53, r 21, 6 passes.
-    ("default", "insert", 29): (53, 21, 6, 58, [16, 33, 2, 4, 9, 10]),
+    # ramp: d8 +39, d10 +50, then P[51:59] d8 a8 + EOS. a 16+12+8+10+8 = 54, r 21, 5 passes.
+    ("default", "insert", 29): (54, 21, 5, 58, [16, 33, 8, 10, 8]),
     # missing@29, P = 1..29,31..58: 30 is not in P; pass 3 plain +31; 31 = P[29]: anchor 30.
-    # ramp: d2 +34, d4 +39, d9 +49, then P[48:57] d9 a9 + EOS. a 16+12+2+4+9+9 = 52, r 21, 7 passes.
-    ("default", "missing", 29): (52, 21, 7, 58, [16, 33, 0, 2, 4, 9, 9]),
+    # ramp: d8 +40, d10 +51, then P[50:57] d7 a7 + EOS. a 16+12+8+10+7 = 53, r 21, 6 passes.
+    ("default", "missing", 29): (53, 21, 6, 58, [16, 33, 0, 8, 10, 7]),
     # replace@29, P = 1..29,X,31..58: 30 is not in P; pass 3 plain +31; 31 = P[30]: anchor 31.
-    # ramp: d2 +34, d4 +39, d9 +49, then P[49:58] d9 a9 + EOS. a 52, r 21, 7 passes.
-    ("default", "replace", 29): (52, 21, 7, 58, [16, 33, 0, 2, 4, 9, 9]),
+    # ramp: d8 +40, d10 +51, then P[51:58] d7 a7 + EOS. a 53, r 21, 6 passes.
+    ("default", "replace", 29): (53, 21, 6, 58, [16, 33, 0, 8, 10, 7]),
     # end: pass 1 d16 +17, pass 2 d33 +51 (a49, run 67); pass 3 asks 64 from P[51:]; pass 4 plain EOS.
     # insert@57: P[51:59] = 52..57,X,58 d8 a6 r2 +58. a 55, r 2, 4 passes.
     ("default", "insert", 57): (55, 2, 4, 58, [16, 33, 8, 0]),

@@ -55,7 +55,7 @@ Policy = Literal["default", "openai"]
 class PredictionConfig:
     policy: Policy = "default"
     initial_draft: int = 16  # draft length before any output exists
-    min_draft: int = 2
+    min_draft: int = 8  # after a miss: passes of up to ~9 tokens cost little more than one (docs/predicted-outputs.md)
     max_draft: int = 64
     recovery_threshold: int = 1  # tokens of agreement needed to re-anchor after a departure
     strong_ngram: int = 4  # n-gram length of the far (any distance) candidate index
