@@ -79,8 +79,16 @@ def bf16_or_skip(model) -> None:
                     f"padded layers (max logit difference {worst:g}): dtype bf16 is refused here")
 
 
-def reference_greedy(model, prompt: list[int], n: int) -> list[int]:
-    """Plain greedy decoding by transformers itself: the ground truth for exactness."""
+def reference_greedy(model, prompt: list[int], n: int, prefilled: int | None = None) -> list[int]:
+    """Plain greedy decoding by transformers itself: the ground truth for exactness. A model on the bf16 runner's
+    grouped attention is decoded as that runner decodes plainly: the prompt but its last token prefilled with SDPA
+    (runners/hf.py: prefill's logits decide nothing), then one token per forward pass; written out here with the
+    model's own forward, not the runner's code. prefilled: how many leading tokens were prefilled (default: all but
+    the last); the rest are decoded one per pass (a drafter's runner that prefilled only the request's prompt)."""
+    from quickdraft.runners import attention
+
+    if model.config._attn_implementation == attention.NAME:
+        return _greedy_after_sdpa_prefill(model, prompt, n, attention.NAME, len(prompt) - 1 if prefilled is None else prefilled)
     ids = torch.tensor([prompt])
     with torch.inference_mode():
         out = model.generate(
@@ -88,6 +96,31 @@ def reference_greedy(model, prompt: list[int], n: int) -> list[int]:
             eos_token_id=None, pad_token_id=0,
         )
     return out[0, len(prompt):].tolist()
+
+
+def _greedy_after_sdpa_prefill(model, prompt: list[int], n: int, passes: str, prefilled: int) -> list[int]:
+    import inspect
+
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    kw = {"cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values": cache}
+    out = []
+    with torch.inference_mode():
+        if prefilled:
+            model.set_attn_implementation("sdpa")
+            try:
+                model(input_ids=torch.tensor([prompt[:prefilled]]), use_cache=True, **kw)
+            finally:
+                model.set_attn_implementation(passes)
+        for t in prompt[prefilled:-1]:  # the context after what was prefilled, one token per pass
+            model(input_ids=torch.tensor([[t]]), use_cache=True, **kw)
+        last = prompt[-1]
+        for _ in range(n):
+            logits = model(input_ids=torch.tensor([[last]]), use_cache=True, **kw).logits  # [1, 1, V]
+            last = int(logits[0, -1].argmax())
+            out.append(last)
+    return out
 
 
 class MarkovRunner:

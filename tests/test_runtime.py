@@ -150,3 +150,33 @@ def test_grouped_attention_computes_eager_attention(arch):
     for r in (a, b):
         r.rollback(len(prompt) - 9)
     assert torch.allclose(a.forward_tree(tokens, parents), b.forward_tree(tokens, parents), atol=1e-5)
+
+
+def test_bf16_prefill_runs_sdpa_and_decoding_stays_exact():
+    """Prefill's logits decide nothing, so the bf16 runner prefills with SDPA (fast on long prompts) and runs every
+    other pass on the row-invariant grouped attention: the implementation is SDPA during prefill only, and drafted
+    output still equals plain decoding on the same runner (both start from the same prefilled cache)."""
+    from quickdraft.core import Stats
+    from quickdraft.drafters.prediction import PredictionDrafter
+    from quickdraft.engine import Limits, generate
+
+    model = tiny_model("qwen2-bf16")
+    bf16_or_skip(model)
+    runner = HFRunner(model)
+    assert runner.prefill_attention == "sdpa"
+    seen = []
+    hook = model.model.layers[0].register_forward_pre_hook(lambda m, a: seen.append(model.config._attn_implementation))
+    prompt = [(i * 13 + 5) % runner.vocab_size for i in range(300)]
+    runner.prefill(prompt)
+    runner.forward([3])
+    hook.remove()
+    assert seen == ["sdpa"] * 1 + [attention.NAME] and model.config._attn_implementation == attention.NAME
+    runner.reset()
+
+    def tokens(drafter):
+        return [t for step in generate(runner, prompt, Limits(40), drafter, stats=Stats()) for t in step.tokens]
+
+    plain = tokens(None)
+    for prediction in (plain, plain[:10] + [7, 7] + plain[12:], [1, 2, 3] * 10):
+        assert tokens(PredictionDrafter(prediction)) == plain
+    assert HFRunner(tiny_model("qwen2")).prefill_attention is None  # float32: prefill as the model loaded
