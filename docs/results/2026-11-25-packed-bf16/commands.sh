@@ -14,3 +14,7 @@ done > $O/kernel_costs.txt
   --limit 3 --repeats 1 --methods plain,prediction,lookup,prediction+lookup,llamacpp-plain,llamacpp-prompt-lookup \
   --max-new-tokens 512 --no-progress
 .venv/bin/python scripts/step_profile.py --model qwen2.5-coder-0.5b --dtypes bf16 --context 800 --top 14 > $O/step_profile.txt
+# after SDPA prefill and min_draft 8 (commits 70135d9, 6f57d25), the same one-client run again:
+.venv/bin/python scripts/vllm_bench.py --model qwen2.5-coder-0.5b --out bench-out/2026-11-25-prefill/vllm-1client --clients 1 \
+  --mixes all --servers vllm-plain,vllm-ngram,quickdraft --limit 3 --workloads refactor,edit_eval,summarization \
+  --max-new-tokens 512 --quickdraft-methods vllm+qd-prediction,vllm+qd-lookup   # -> vllm-1client-after-prefill/

@@ -36,7 +36,7 @@ Policies:
     away), and sizes each draft by the current run of agreement: a draft as long as the number of
     consecutive output tokens matching the prediction at the anchor, between min_draft and
     max_draft. A fresh prediction starts with `initial_draft`. A run that keeps being right doubles
-    the draft every pass; a miss cuts it back to the (short) evidence of the new anchor.
+    the draft every pass; a miss cuts it back to min_draft (the new anchor's evidence is shorter).
 """
 
 from __future__ import annotations
