@@ -13,6 +13,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from .. import trees
+from . import attention
 from ..errors import UnsupportedModelError
 from ..options import DRAFT_PRECISIONS, KERNELS
 
@@ -133,8 +134,6 @@ class HFRunner:
         # whatever attention computed it. The row-invariant grouped eager attention of dtype bf16 (attention.py)
         # is slow on long prompts (it materialises every score), so prefill runs SDPA there: 7,000 tokens of
         # qwen2.5-coder-0.5b in 21.5 s instead of 53-56 s on the project's CPU (docs/runtime.md).
-        from . import attention
-
         self.prefill_attention: str | None = "sdpa" if model.config._attn_implementation == attention.NAME else None
         # Trees need every layer's keys in one tensor per layer to pick a path from (sliding-window
         # layers keep a rolling buffer instead).
@@ -215,7 +214,6 @@ def bf16_runner(path, max_context: int | None = None, kernels: str = "auto") -> 
     bit for bit; refused with UnsupportedModelError where it does not hold."""
     from transformers import AutoModelForCausalLM
 
-    from . import attention
     from .invariance import pad_where_needed, row_invariance
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, attn_implementation=attention.register())
