@@ -16,15 +16,17 @@ def tiny_model(arch: str, seed: int = 0):
     """arch: llama, qwen2 or gemma3; "qwen2-onednn": its Linear layers packed (runners.hf.use_kernels);
     "llama-bf16": in bfloat16 as the runner loads it (grouped eager attention, Linear layers packed for oneDNN where
     torch can, then padded where their shape is not row-invariant: runners/invariance.py); "llama-bf16-torch": the
-    same on torch's own bf16 Linear (kernels "torch")."""
+    same on torch's own bf16 Linear (kernels "torch"); "qwen2-fp32": float32 as the runner loads it (attention one
+    row at a time, Linear layers packed, padded where needed: runners/hf.exact_runner)."""
     arch, _, kernels = arch.partition("-")
-    if kernels.startswith("bf16"):
+    if kernels.startswith(("bf16", "fp32")):
         from quickdraft.runners import attention
         from quickdraft.runners.hf import use_kernels
         from quickdraft.runners.invariance import pad_where_needed
 
-        model = tiny_model(arch, seed).to(torch.bfloat16)
-        model.set_attn_implementation(attention.register())
+        bf16 = kernels.startswith("bf16")
+        model = tiny_model(arch, seed).to(torch.bfloat16 if bf16 else torch.float32)
+        model.set_attn_implementation(attention.register(attention.NAME if bf16 else attention.ROWS))
         use_kernels(model, kernels.partition("-")[2] or "auto")
         pad_where_needed(model)
         return model
@@ -53,11 +55,11 @@ def tiny_model(arch: str, seed: int = 0):
     return model.eval()
 
 
-@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen2-onednn", "llama-bf16", "qwen2-bf16-torch"])
+@pytest.fixture(scope="session", params=["llama", "qwen2", "qwen2-fp32", "llama-bf16", "qwen2-bf16-torch"])
 def tiny(request):
-    """Each test on both architectures, once more with the Linear layers packed for oneDNN (the default
-    kernels of a loaded float32 model), and in bfloat16 as dtype "bf16" loads them (packed: llama; torch's own
-    Linear: qwen2). dtype "bf16" is
+    """Each test on both architectures as transformers builds them, once more in float32 as the runner loads a
+    target (packed for oneDNN, attention one row at a time, padded layers), and in bfloat16 as dtype "bf16" loads
+    them (packed: llama; torch's own Linear: qwen2). dtype "bf16" is
     exact only where this CPU's bf16 kernels can be made row-invariant, and refused elsewhere (tested in
     test_runtime.py); there the bf16 runs say so and stop."""
     model = tiny_model(request.param)
@@ -80,15 +82,16 @@ def bf16_or_skip(model) -> None:
 
 
 def reference_greedy(model, prompt: list[int], n: int, prefilled: int | None = None) -> list[int]:
-    """Plain greedy decoding by transformers itself: the ground truth for exactness. A model on the bf16 runner's
-    grouped attention is decoded as that runner decodes plainly: the prompt but its last token prefilled with SDPA
+    """Plain greedy decoding by transformers itself: the ground truth for exactness. A model on the runner's own
+    attention (grouped, or one row at a time) is decoded as that runner decodes plainly: the prompt but its last token prefilled with SDPA
     (runners/hf.py: prefill's logits decide nothing), then one token per forward pass; written out here with the
     model's own forward, not the runner's code. prefilled: how many leading tokens were prefilled (default: all but
     the last); the rest are decoded one per pass (a drafter's runner that prefilled only the request's prompt)."""
     from quickdraft.runners import attention
 
-    if model.config._attn_implementation == attention.NAME:
-        return _greedy_after_sdpa_prefill(model, prompt, n, attention.NAME, len(prompt) - 1 if prefilled is None else prefilled)
+    passes = model.config._attn_implementation
+    if passes in (attention.NAME, attention.ROWS):
+        return _greedy_after_sdpa_prefill(model, prompt, n, passes, len(prompt) - 1 if prefilled is None else prefilled)
     ids = torch.tensor([prompt])
     with torch.inference_mode():
         out = model.generate(

@@ -1,7 +1,7 @@
 """Linear layers packed for oneDNN (runners.hf.PackedLinear, use_kernels), float32 and bfloat16: the same
 numbers as torch's Linear within float rounding, every layer replaced, and the option checked before any work.
 
-Exactness of every drafter on packed models is covered by the `tiny` fixture's "qwen2-onednn" and "llama-bf16" cases
+Exactness of every drafter on packed models is covered by the `tiny` fixture's "qwen2-fp32" and "llama-bf16" cases
 (test_exactness, test_draft_model, test_trees, ...), whose ground truth is transformers' own greedy
 decoding of the same packed model.
 """

@@ -1,6 +1,7 @@
-"""Row invariance on the transformers runner (runners/invariance.py) and dtype "bf16" (runners/hf.bf16_runner):
+"""Row invariance on the transformers runner (runners/invariance.py, runners/hf.exact_runner), in bf16 and float32:
 every row of a pass gets, bit for bit, the numbers a one-token pass gives it, so drafted output is plain
-decoding's by construction. The exactness tests of every drafter also run in bf16 (conftest's `tiny`)."""
+decoding's by construction. The exactness tests of every drafter also run on both as the runner loads them
+(conftest's `tiny`: "qwen2-fp32", "llama-bf16", "qwen2-bf16-torch")."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from quickdraft.cpu import has_native_bf16
 from quickdraft.errors import UnsupportedModelError
 from quickdraft.runners import hf
 from quickdraft.runners.hf import HFRunner
-from quickdraft.runners.invariance import MIN_ROWS, RowPadded, pad_where_needed, row_invariance, rows_invariant
+from quickdraft.runners.invariance import MIN_ROWS, RowPadded, pad_where_needed, row_invariance, rows_invariant, rows_needed
 
 NARROW_LONG = (896, 4864)  # qwen2.5-coder-0.5b's down projection: the shape bf16 kernels split differently by rows
 
@@ -67,6 +68,29 @@ def test_only_layers_that_need_it_are_padded():
     assert before == [torch.nn.Linear] * 2
 
 
+class Quirky(torch.nn.Module):
+    """A layer whose kernel path changes below `fewest` rows (as oneDNN's float32 products do below 2), or always
+    with the row count (fewest None)."""
+
+    def __init__(self, fewest: int | None):
+        super().__init__()
+        self.fewest, self.weight = fewest, torch.nn.Parameter(torch.randn(6, 8))
+
+    def forward(self, x):  # [rows, in] -> [rows, out]
+        rows = x.shape[0]
+        quirk = rows < self.fewest if self.fewest else rows
+        return x @ self.weight.T + 1e-3 * quirk
+
+
+@pytest.mark.parametrize("fewest", [2, 4, 8, MIN_ROWS])
+def test_padding_is_to_the_fewest_rows_that_make_a_layer_invariant(fewest):
+    layer = Quirky(fewest)
+    assert not rows_invariant(layer, 8, torch.float32)
+    assert rows_needed(layer, 8, torch.float32) == fewest and rows_invariant(RowPadded(layer, fewest), 8, torch.float32)
+    assert rows_needed(torch.nn.Linear(8, 6).to(torch.float64), 8, torch.float64) in (1, 2, 4, 8, MIN_ROWS)
+    assert rows_needed(Quirky(None), 8, torch.float32) is None  # no padding helps: left to the model's check
+
+
 @pytest.mark.parametrize("arch", ["llama-bf16", "qwen2-bf16", "qwen2-bf16-torch"])
 @pytest.mark.parametrize("cached", [1, 100, 300])
 def test_bf16_passes_are_row_invariant_bit_for_bit(arch, cached):
@@ -107,11 +131,10 @@ def test_bf16_load_checks_the_property_and_refuses_where_it_fails(tiny_folder, m
     assert drafted.token_ids == plain.token_ids and drafted.stats.accepted_prediction_tokens > 0
     monkeypatch.setattr("quickdraft.runners.invariance.row_invariance", lambda *a, **k: 0.03125)
     with pytest.raises(UnsupportedModelError, match="not row-invariant.*0.03125.*use dtype fp32"):
-        hf.bf16_runner(tiny_folder)
-    fp32 = quickdraft.load(str(tiny_folder), dtype="fp32", progress=False)
-    assert fp32.runner.dtype == "fp32" and fp32.runner.row_invariant is None  # not checked: docs/runtime.md
+        hf.exact_runner(tiny_folder, torch.bfloat16)
     if has_native_bf16():  # auto would take bf16 here: the refusal makes it fall back to fp32, saying so
-        with pytest.warns(UserWarning, match="not row-invariant.*dtype auto falls back to fp32"):
+        with pytest.warns(UserWarning, match="not row-invariant.*dtype auto falls back to fp32"), \
+                pytest.warns(UserWarning, match="fp32 passes are not row-invariant"):  # the check is patched for both
             auto = quickdraft.load(str(tiny_folder), progress=False)
         assert auto.runner.dtype == "fp32"
 
@@ -133,13 +156,14 @@ def test_real_model_in_bf16_is_row_invariant_and_exact():
         assert gen.generate(prompt, prediction=prediction, max_new_tokens=48).token_ids == plain.token_ids
 
 
+@pytest.mark.parametrize("name", [attention.NAME, attention.ROWS])
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-def test_grouped_attention_computes_eager_attention(arch):
-    """runners/attention.py: the same attention as transformers' eager one (float32, so that only summation
-    order differs), for a linear pass after a cache and for a tree pass with its 4-D mask."""
+def test_the_runners_attention_computes_eager_attention(arch, name):
+    """runners/attention.py, grouped and one row at a time: the same attention as transformers' eager one (float32,
+    so that only summation order differs), for a linear pass after a cache and for a tree pass with its 4-D mask."""
     eager, grouped = tiny_model(arch), tiny_model(arch)
     eager.set_attn_implementation("eager")
-    grouped.set_attn_implementation(attention.register())
+    grouped.set_attn_implementation(attention.register(name))
     assert grouped.config.num_attention_heads > grouped.config.num_key_value_heads  # grouped-query: G > 1
     a, b = HFRunner(eager), HFRunner(grouped)
     prompt = [(i * 17 + 3) % a.vocab_size for i in range(50)]
@@ -179,4 +203,78 @@ def test_bf16_prefill_runs_sdpa_and_decoding_stays_exact():
     plain = tokens(None)
     for prediction in (plain, plain[:10] + [7, 7] + plain[12:], [1, 2, 3] * 10):
         assert tokens(PredictionDrafter(prediction)) == plain
-    assert HFRunner(tiny_model("qwen2")).prefill_attention is None  # float32: prefill as the model loaded
+    assert HFRunner(tiny_model("qwen2")).prefill_attention is None  # a model on its own attention: prefill as loaded
+    assert HFRunner(tiny_model("qwen2-fp32")).prefill_attention == "sdpa"
+
+
+# -- float32: exact by construction (attention one row at a time, layers padded where needed) ------------------
+
+
+@pytest.mark.parametrize("arch", ["llama-fp32", "qwen2-fp32", "qwen2-fp32-torch"])
+@pytest.mark.parametrize("cached", [1, 100, 300])
+def test_fp32_passes_are_row_invariant_bit_for_bit(arch, cached):
+    runner = HFRunner(tiny_model(arch))
+    tokens = [(i * 31 + 7) % runner.vocab_size for i in range(cached + 64)]
+    assert row_invariance(runner, tokens, sizes=(2, 3, 5, 8, 16, 17, 33, 64)) == 0.0
+
+
+def test_tree_passes_are_row_invariant_in_fp32():
+    """Tree nodes attend to the cache and their ancestors, gathered in order (rows_attention's other branch)."""
+    runner = HFRunner(tiny_model("qwen2-fp32"))
+    prompt = [(i * 13 + 5) % runner.vocab_size for i in range(40)]
+    runner.prefill(prompt[:-1])
+    draft, parents = [3, 9, 4, 7, 1], (-1, 0, 0, 2, -1)
+    tree = runner.forward_tree([prompt[-1], *draft], parents)  # [1 + 5, vocab]
+    for path in ([0, 1], [0, 2, 3], [4]):
+        runner.rollback(len(prompt) - 1)
+        linear = runner.forward([prompt[-1], *(draft[i] for i in path)])  # [1 + len(path), vocab]
+        assert torch.equal(tree[[0, *(i + 1 for i in path)]], linear), path
+
+
+def test_fp32_without_the_mechanism_is_not_invariant_here(capsys):
+    """The mutation check in float32: the same model with its attention grouped (all rows in one product) or with
+    its layers unpadded. The runner as loaded is invariant (above); on this project's AMD EPYC both mutants are not
+    (the first at some cache lengths, where the sum over keys is split differently). Where the kernels happen to be
+    invariant anyway the mutant cannot show it: printed, not hidden; at least one mutant must differ somewhere on a
+    CPU whose float32 products are not row-invariant (all seen so far)."""
+    worst = {}
+    for mutant in ("grouped attention", "no padding"):
+        model = tiny_model("qwen2-fp32")
+        if mutant == "grouped attention":
+            model.set_attn_implementation(attention.register())
+        else:
+            for module in list(model.modules()):
+                for name, child in list(module.named_children()):
+                    if isinstance(child, RowPadded):
+                        setattr(module, name, child.linear)
+        runner = HFRunner(model)
+        worst[mutant] = max(row_invariance(runner, [(i * 31 + 7) % runner.vocab_size for i in range(cached + 64)],
+                                           sizes=(2, 5, 17, 33, 64)) for cached in (1, 40, 100, 300))
+    with capsys.disabled():
+        print(f"\n  fp32 mutants, largest logit difference from one-token decoding on this machine: {worst}")
+    assert max(worst.values()) > 0.0
+
+
+def test_fp32_load_is_checked_and_warns_where_it_fails(tiny_folder, monkeypatch):
+    gen = quickdraft.load(str(tiny_folder), dtype="fp32", progress=False)
+    assert gen.runner.dtype == "fp32" and gen.runner.row_invariant is True
+    assert gen.runner.model.config._attn_implementation == attention.ROWS
+    plain = gen.generate("abc def", chat=False, drafter="none", max_new_tokens=24)
+    drafted = gen.generate("abc def", chat=False, prediction=plain.text[:10] + "zz" + plain.text[12:], max_new_tokens=24)
+    assert drafted.token_ids == plain.token_ids and drafted.stats.accepted_prediction_tokens > 0
+    monkeypatch.setattr("quickdraft.runners.invariance.row_invariance", lambda *a, **k: 0.03125)
+    with pytest.warns(UserWarning, match="fp32 passes are not row-invariant.*0.03125.*nearly tie"):
+        runner = hf.exact_runner(tiny_folder, torch.float32)
+    assert runner.row_invariant is False  # float32 has nothing to fall back to: loaded, and the reports say so
+
+
+@pytest.mark.real_model
+def test_real_model_in_fp32_is_row_invariant_and_exact():
+    gen = quickdraft.load("smollm2-135m", dtype="fp32", progress=False)
+    assert gen.runner.row_invariant is True
+    tokens = gen.tokenizer.encode("def fibonacci(n):\n    " * 20)
+    assert row_invariance(gen.runner, tokens, sizes=(2, 7, 16, 32)) == 0.0
+    prompt = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
+    plain = gen.generate(prompt, drafter="none", max_new_tokens=48)
+    for prediction in (plain.text, plain.text[:20] + " # changed\n" + plain.text[20:], "nothing alike " * 5):
+        assert gen.generate(prompt, prediction=prediction, max_new_tokens=48).token_ids == plain.token_ids

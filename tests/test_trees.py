@@ -84,7 +84,7 @@ def test_head_of_a_tree_is_a_subtree():
 # -- the runner's tree pass --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen2-onednn"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen2-onednn", "qwen2-fp32"])
 def test_tree_pass_equals_each_branch_run_alone(arch):
     model = tiny_model(arch)
     prompt = [3, 14, 15, 92, 65, 35]
@@ -101,7 +101,7 @@ def test_tree_pass_equals_each_branch_run_alone(arch):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen2-onednn"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen2-onednn", "qwen2-fp32"])
 def test_keep_leaves_the_cache_of_the_path(arch):
     # After keeping a path that is not a prefix of the pass, the next pass scores what a cache built
     # from the path alone scores.
@@ -223,7 +223,7 @@ SHAPES = {
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen2-onednn"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen2-onednn", "qwen2-fp32"])
 def test_tree_drafts_reproduce_plain_greedy_decoding(arch, shape):
     model = tiny_model(arch)
     prompt = [5, 17, 33, 2, 71, 5, 17]

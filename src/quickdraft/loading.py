@@ -124,12 +124,13 @@ class _Opened:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from .runners.hf import HFRunner, bf16_runner, quantize_for_drafting, use_kernels
+        from .runners.hf import HFRunner, exact_runner, quantize_for_drafting, use_kernels
 
-        if dtype == "bf16":
-            return bf16_runner(self.path, self.max_context, self.kernels)
+        if draft_precision is None:  # the target: exact by construction (runners/invariance.py)
+            return exact_runner(self.path, {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype], self.max_context,
+                                self.kernels)
         model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
-        if draft_precision not in (None, "fp32"):
+        if draft_precision != "fp32":
             model = quantize_for_drafting(model, draft_precision)  # int8 Linear layers: their own kernels
         else:
             use_kernels(model, self.kernels)

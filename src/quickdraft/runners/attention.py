@@ -1,20 +1,33 @@
-"""Eager attention without copying the KV cache per head (the transformers runner in bf16).
+"""The transformers runner's own eager attention: every row of a pass gets the bits a one-token pass gives it.
 
-transformers' eager attention (what the bf16 runner must use: SDPA is not row-invariant,
-docs/runtime.md) first repeats each key/value head for every query head that shares it (repeat_kv):
-with grouped-query attention that writes the whole cache again, G times over, in every layer of every
-step (qwen2.5-coder-0.5b: 14 query heads on 2 KV heads, 7 copies; after 1,400 cached tokens about
+transformers' eager attention first repeats each key/value head for every query head that shares it
+(repeat_kv): with grouped-query attention that writes the whole cache again, G times over, in every layer
+of every step (qwen2.5-coder-0.5b: 14 query heads on 2 KV heads, 7 copies; after 1,400 cached tokens about
 120 MB written per step in bf16). Here the G query heads of a group are stacked as rows of one product
-against their shared keys instead:
+against their shared keys instead (`attend`):
 
     query [b, H, n, D] -> [b, Hkv, G n, D]           (head h = kv G + g, as repeat_kv orders them)
     scores = query keys^T * scaling                  [b, Hkv, G n, L]
     weights = softmax(scores + mask) in float32      (the mask [b, 1, n, L] broadcast over g)
     output = weights values -> [b, n, H, D]
 
-The same sums as eager attention, in another kernel shape: whether every row of an n-token pass gets
-the bits of a one-token pass is a property of the machine's kernels, checked when the runner loads
-(runners/hf.bf16_runner) and by the tests, as for the rest of the model.
+Row invariance. A row of an n-token pass sees L keys of which the last ones are masked (weight 0); the
+same position in a one-token pass sees only its own keys. The sums over keys must not depend on how many
+masked keys follow. Measured on this project's AMD EPYC (AVX512_BF16, 2 threads), qwen2.5-coder-0.5b,
+n-token passes against one-token decoding after every cache length from 1 to 64 and then up to 2,100
+(docs/runtime.md):
+- softmax over a row of fewer than 16 keys takes another path than over a longer row: rows are padded
+  with -inf keys to a multiple of SOFTMAX_BLOCK, so every row has whole blocks;
+- bf16 weights times values: oneDNN splits a sum over about 1,000 keys or more differently by its
+  length: the values are summed VALUE_BLOCK keys at a time, blocks added in float32;
+- with both, `grouped_attention` (NAME) is row-invariant in bf16 at every length tried. It is checked on
+  the model at load (runners/hf.exact_runner), which falls back to `rows_attention` where it is not.
+- float32 (MKL and oneDNN) splits the same sums in more ways, by length and by layout; there
+  `rows_attention` (ROWS) is used: a pass of n > 1 tokens computes each row on its own, with the operands
+  of a one-token pass at that position: the keys that row may see (a prefix of the cache in a linear
+  pass; the cache and its ancestors in a tree pass). Same shapes, same kernels: invariant by
+  construction, for n small products per layer (qwen2.5-coder-0.5b after 800 tokens: about 1.5 ms per row
+  in float32, 2.7 ms in bf16, where the products read the cache once per row).
 """
 
 from __future__ import annotations
@@ -22,6 +35,29 @@ from __future__ import annotations
 import torch
 
 NAME = "quickdraft_grouped"
+ROWS = "quickdraft_rows"
+SOFTMAX_BLOCK = 64  # softmax rows are padded with -inf keys to a multiple of this
+VALUE_BLOCK = 1024  # weights times values is summed this many keys at a time
+
+
+def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+           scaling: float) -> torch.Tensor:
+    """q [b, Hkv, R, D], keys_t [b, Hkv, D, L], value [b, Hkv, L, D], mask (additive) broadcastable to
+    [b, Hkv, R, L] or None -> [b, Hkv, R, D]. The one place the attention sums are computed."""
+    L = keys_t.shape[-1]
+    scores = torch.matmul(q, keys_t) * scaling  # [b, Hkv, R, L]
+    if mask is not None:
+        scores = scores + mask
+    if L % SOFTMAX_BLOCK:
+        pad = scores.new_full((*scores.shape[:-1], SOFTMAX_BLOCK - L % SOFTMAX_BLOCK), float("-inf"))
+        scores = torch.cat([scores, pad], dim=-1)  # [b, Hkv, R, L rounded up]
+    weights = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)[..., :L]
+    if L <= VALUE_BLOCK:
+        return torch.matmul(weights, value)  # [b, Hkv, R, D]
+    out = torch.matmul(weights[..., :VALUE_BLOCK], value[:, :, :VALUE_BLOCK]).float()
+    for start in range(VALUE_BLOCK, L, VALUE_BLOCK):
+        out += torch.matmul(weights[..., start : start + VALUE_BLOCK], value[:, :, start : start + VALUE_BLOCK])
+    return out.to(q.dtype)
 
 
 def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -31,21 +67,52 @@ def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     Hkv, L = key.shape[1], key.shape[2]
     G = H // Hkv
     q = query.reshape(b, Hkv, G * n, D)  # [b, Hkv, G n, D]
-    scores = torch.matmul(q, key.transpose(2, 3)) * scaling  # [b, Hkv, G n, L]
-    if attention_mask is not None:
-        mask = attention_mask[:, :, :, :L]  # [b, 1, n, L]
-        scores = (scores.view(b, Hkv, G, n, L) + mask[:, :, None]).view(b, Hkv, G * n, L)
-    weights = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    out = torch.matmul(weights, value)  # [b, Hkv, G n, D]
+    mask = None
+    if attention_mask is not None:  # [b, 1, n, L] -> [b, 1, G n, L], the same row of it for each g
+        mask = attention_mask[:, :, :, :L][:, :, None].expand(b, 1, G, n, L).reshape(b, 1, G * n, L)
+    out = attend(q, key.transpose(2, 3), value, mask, scaling)  # [b, Hkv, G n, D]
     return out.view(b, H, n, D).transpose(1, 2).contiguous(), None  # [b, n, H, D]
 
 
-def register() -> str:
-    """Make the function loadable as attn_implementation=NAME (with eager attention's additive float mask);
-    returns NAME."""
+def rows_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                   attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
+                   **kwargs) -> tuple[torch.Tensor, None]:
+    b, H, n, D = query.shape  # key, value: [b, Hkv, L, D]; the runner passes one sequence (b = 1)
+    if n == 1:
+        return grouped_attention(module, query, key, value, attention_mask, scaling)
+    Hkv, L = key.shape[1], key.shape[2]
+    G = H // Hkv
+    if attention_mask is None:  # causal: row i sees the cache and the pass up to itself
+        seen, prefix = [L - n + i + 1 for i in range(n)], [True] * n
+    else:
+        visible = attention_mask[0, 0, :, :L] == 0  # [n, L]
+        counts = visible.sum(-1)  # [n]
+        seen = counts.tolist()
+        prefix = (visible == (torch.arange(L) < counts[:, None])).all(-1).tolist()  # [n]: a prefix of the keys?
+    # bf16: oneDNN copies a strided slice of the keys before each product; slicing one transposed copy made per
+    # pass instead halves the cost of a row's product and gives the same bits as a one-token pass's transposed
+    # keys (oneDNN repacks either). float32 (MKL) reads the slices as they are, and needs the same layout as a
+    # one-token pass to give its bits.
+    keys_t = key.transpose(2, 3).contiguous() if key.dtype == torch.bfloat16 else key.transpose(2, 3)  # [b, Hkv, D, L]
+    out = query.new_empty(b, n, Hkv, G, D)
+    for i in range(n):
+        if prefix[i]:
+            k_t, v = keys_t[..., : seen[i]], value[:, :, : seen[i]]  # [b, Hkv, D, seen], [b, Hkv, seen, D] views
+        else:  # a tree node: the cache and its ancestors, in order, as a linear pass along its path has them
+            index = visible[i].nonzero().flatten()  # [seen]
+            k_t, v = key.index_select(2, index).transpose(2, 3), value.index_select(2, index)
+        q = query[:, :, i].view(b, Hkv, G, D)  # [b, Hkv, G, D]: grouped_attention's query for n = 1
+        out[:, i] = attend(q, k_t, v, None, scaling)  # [b, Hkv, G, D]
+    return out.view(b, n, H, D), None  # [b, n, H, D]
+
+
+def register(name: str = NAME) -> str:
+    """Make the attention `name` (NAME: grouped, ROWS: one row at a time) loadable as attn_implementation=name,
+    with eager attention's additive float mask; returns name."""
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.masking_utils import eager_mask
 
-    AttentionInterface.register(NAME, grouped_attention)
-    AttentionMaskInterface.register(NAME, eager_mask)
-    return NAME
+    function = {NAME: grouped_attention, ROWS: rows_attention}[name]
+    AttentionInterface.register(name, function)
+    AttentionMaskInterface.register(name, eager_mask)
+    return name

@@ -7,6 +7,7 @@ their past so that they too can be cut back (transformers refuses to crop them o
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Sequence
 
 import torch
@@ -43,6 +44,9 @@ def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedM
 
 
 
+PACK_ROWS = 16  # the pass size oneDNN lays packed weights out for (PackedLinear)
+
+
 class PackedLinear(torch.nn.Module):
     """A Linear layer (float32 or bfloat16) whose weight is kept in oneDNN's blocked layout, packed once at load.
 
@@ -51,17 +55,20 @@ class PackedLinear(torch.nn.Module):
     EPYC, AVX-512 with AVX512_BF16), passes after 800 cached tokens, 1 / 4 / 16 / 32 tokens, ms, alternating
     in one process: qwen2.5-coder-0.5b bf16 48.5 / 49.6 / 63.3 / 89.9 with torch's Linear, 34.7 / 34.8 / 46.1
     / 68.5 packed; qwen2.5-coder-1.5b bf16 157 / 161 / 166 / 227 against 110 / 111 / 116 / 180 (docs/runtime.md).
-    float32, 1.5B after 300 tokens, 1 / 4 / 16 / 32 tokens: 335 / 877 / 986 / 1274 ms against 287 / 494 /
-    726 / 1035 ms (scripts/kernel_costs.py; docs/benchmarks.md). The numbers are oneDNN's, bit for bit those of
-    torch's own Linear in bf16 on that CPU and within float rounding of them in float32, and the same for plain
-    decoding and for verification passes, which run the same layers.
+
+    The weight is laid out for passes of PACK_ROWS rows. In float32 that choice matters: laid out for one row,
+    oneDNN's products of 2 to 32 rows ran 1.3-2.3x slower (4864 x 896: 2 rows 0.28 ms against 0.12; the
+    output layer, 151936 x 896, 32 rows 39 against 25 ms) and one row no faster (0.14 against 0.12 ms); in
+    bf16 the layout made no difference. The numbers are oneDNN's, bit for bit those of torch's own Linear in
+    bf16 on that CPU and within float rounding of them in float32, and the same for plain decoding and for
+    verification passes, which run the same layers.
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):  # [out, in], [out]
         super().__init__()
         self.out_features, self.in_features = weight.shape
-        # [out, in] in oneDNN's blocked layout, laid out for passes of one row (the decoding step)
-        self.register_buffer("weight", torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 1))
+        # [out, in] in oneDNN's blocked layout, laid out for passes of PACK_ROWS rows
+        self.register_buffer("weight", torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS))
         self.register_buffer("bias", None if bias is None else bias.detach().clone())  # [out]
 
     def __deepcopy__(self, memo: dict) -> PackedLinear:  # a blocked tensor has no storage to copy
@@ -71,7 +78,7 @@ class PackedLinear(torch.nn.Module):
         """model.float(), .to(dtype) and the like: applied to the plain weight, then packed again (a blocked
         tensor converts to no other dtype)."""
         weight = fn(self.weight.to_dense())  # [out, in]
-        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, 1)
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
         self.bias = None if self.bias is None else fn(self.bias)
         return self
 
@@ -120,7 +127,7 @@ class HFRunner:
         self.model = model.eval()
         self.kernels: str = "onednn" if any(isinstance(m, PackedLinear) for m in model.modules()) else "torch"
         self.dtype: str = {torch.bfloat16: "bf16", torch.float32: "fp32"}.get(model.dtype, str(model.dtype))
-        # True once row invariance was checked on this model at load (bf16_runner); None: not checked
+        # whether the load found passes row-invariant on this model (exact_runner); None: not checked (a draft model)
         self.row_invariant: bool | None = None
         config = model.config.get_text_config(decoder=True)
         self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
@@ -131,10 +138,11 @@ class HFRunner:
         self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         # Prefill never yields a logit that decides a token (the engine keeps the last prompt token for its first
         # pass), so only the cache it leaves matters, and that is the same for plain decoding and every drafter
-        # whatever attention computed it. The row-invariant grouped eager attention of dtype bf16 (attention.py)
-        # is slow on long prompts (it materialises every score), so prefill runs SDPA there: 7,000 tokens of
+        # whatever attention computed it. The runner's row-invariant attention (attention.py: grouped, or one row
+        # at a time) is slow on long prompts (it materialises every score), so prefill runs SDPA there: 7,000 tokens of
         # qwen2.5-coder-0.5b in 21.5 s instead of 53-56 s on the project's CPU (docs/runtime.md).
-        self.prefill_attention: str | None = "sdpa" if model.config._attn_implementation == attention.NAME else None
+        self.prefill_attention: str | None = (
+            "sdpa" if model.config._attn_implementation in (attention.NAME, attention.ROWS) else None)
         # Trees need every layer's keys in one tensor per layer to pick a path from (sliding-window
         # layers keep a rolling buffer instead).
         self.supports_trees: bool = not any(getattr(layer, "is_sliding", False) for layer in self.cache.layers)
@@ -207,25 +215,50 @@ class HFRunner:
         self.cache.crop(-excess)  # also when 0: sliding-window layers drop what fell out of the window
 
 
-def bf16_runner(path, max_context: int | None = None, kernels: str = "auto") -> HFRunner:
-    """The transformers target in bfloat16, exact by construction (runners/invariance.py): eager attention
-    (grouped: runners/attention.py), Linear layers on `kernels` (use_kernels: packed for oneDNN by default), those
-    whose shape is not row-invariant there padded to 16 rows, and the property checked on this model at load,
-    bit for bit; refused with UnsupportedModelError where it does not hold."""
+CHECK_CACHED = (7, 1000)  # cache lengths the load's check runs passes after: a short one, one across VALUE_BLOCK
+CHECK_SIZES = (2, 5, 16, 33)  # pass sizes it checks
+
+
+def check_row_invariance(runner: HFRunner) -> float:
+    """The load's check: largest logit difference between rows of n-token passes and one-token decoding, n in
+    CHECK_SIZES, after each of CHECK_CACHED cached tokens (arbitrary, fixed tokens). 0.0: invariant there."""
+    from .invariance import row_invariance
+
+    longest = max(CHECK_CACHED) + max(CHECK_SIZES)
+    tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(longest)]
+    return max(row_invariance(runner, tokens[: cached + max(CHECK_SIZES)], CHECK_SIZES) for cached in CHECK_CACHED)
+
+
+def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kernels: str = "auto") -> HFRunner:
+    """The transformers target, exact by construction (runners/invariance.py, runners/attention.py): the runner's own
+    eager attention, Linear layers on `kernels` (use_kernels: packed for oneDNN by default), those whose shape is not
+    row-invariant there padded to the rows they need, and the property checked on this model at load, bit for bit
+    (check_row_invariance).
+
+    Attention: in bf16 grouped (all rows of a pass in one product), and one row at a time where the check finds
+    grouped not invariant; in float32 one row at a time (attention.rows_attention). A model the check still finds
+    not invariant is refused in bf16 with UnsupportedModelError (dtype auto then loads float32); float32, which has
+    nothing to fall back to, loads with a warning and row_invariant False."""
     from transformers import AutoModelForCausalLM
 
-    from .invariance import pad_where_needed, row_invariance
+    from .invariance import pad_where_needed
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, attn_implementation=attention.register())
+    rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
     use_kernels(model, kernels)
     pad_where_needed(model)
     runner = HFRunner(model, max_context)
-    probe = [(i * 7919 + 11) % runner.vocab_size for i in range(40)]  # arbitrary, fixed tokens
-    worst = row_invariance(runner, probe, sizes=(2, 5, 16))
-    if worst != 0.0:
-        raise UnsupportedModelError(
-            f"dtype bf16: {type(model).__name__}'s passes are not row-invariant on this CPU even with eager attention "
-            f"and padded layers (a verify pass and one-token decoding differ by up to {worst:g} in a logit), so drafted "
-            "output could differ from plain decoding; use dtype fp32")
-    runner.row_invariant = True
-    return runner
+    worst = check_row_invariance(runner)
+    if worst != 0.0 and rows != attention.ROWS:
+        model.set_attn_implementation(attention.register(attention.ROWS))
+        worst = check_row_invariance(runner)
+    runner.row_invariant = worst == 0.0
+    if runner.row_invariant:
+        return runner
+    message = (f"{type(model).__name__}'s {runner.dtype} passes are not row-invariant on this CPU even with the runner's "
+               f"attention and padded layers (a verify pass and one-token decoding differ by up to {worst:g} in a "
+               "logit), so drafted output could differ from plain decoding")
+    if dtype == torch.float32:
+        warnings.warn(f"{message} where two logits nearly tie", stacklevel=2)
+        return runner
+    raise UnsupportedModelError(f"dtype bf16: {message}; use dtype fp32")

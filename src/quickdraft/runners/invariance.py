@@ -1,23 +1,25 @@
 """Row invariance on the transformers runner: a verify pass computes, for every row, the numbers a one-token
 pass computes for it, bit for bit (docs/runtime.md).
 
-Drafted output equals plain decoding only if that holds; kernels rarely promise it. Measured on this
+Drafted output is plain decoding's only if that holds; kernels rarely promise it. Measured on this
 project's AMD EPYC (AVX-512, AVX512_BF16), torch 2.13, rows of a pass of M tokens against the same rows
-computed one at a time (scripts and figures: docs/runtime.md):
+computed one at a time (figures: docs/runtime.md):
 
-    float32 Linear (MKL or oneDNN packed)      differs from M = 2 on, every shape
-    bfloat16 Linear (oneDNN)                   equal for most shapes; differs where the output is narrow and
-                                               the inner dimension long (896 x 4864, 1536 x 8960: the MLP's
-                                               down projection), from M = 2 on with 2 threads
-    either, rows padded to at least 16         equal for every shape and M tried (1 .. 64): one kernel path
-    attention: SDPA (bf16)                     differs; eager (matmul, softmax, matmul): equal
+    float32 Linear, packed for oneDNN (hf.PackedLinear)   M = 1 differs from M >= 2 where the inner dimension
+                                                          is long (896 x 4864, 1536 x 1536 ...); M >= 2 agree
+    float32 Linear, torch's (MKL)                         three paths: M = 1, M = 2-3, M >= 4
+    bfloat16 Linear (oneDNN)                              equal for most shapes; differs where the output is
+                                                          narrow and the inner dimension long, by M, 2 threads
+    attention over L keys, masked ones weighing 0         float32: differs from the same sum over fewer keys
+                                                          (the sum over L is split by its length); bf16 eager:
+                                                          equal; SDPA: differs
 
-So in bf16 the runner loads eager attention and wraps exactly the Linear layers whose shape is not
-invariant in a RowPadded layer, which pads a pass of fewer than 16 rows to 16 (a narrow layer: the extra
-rows cost little next to reading its weights), chosen by probing each distinct shape once at load
-(`pad_where_needed`). `row_invariance` then checks the whole model: logits of n-token passes against
-one-token passes at the same positions. float32 would need every layer padded, which makes a one-token
-step cost a 16-token one, so float32 keeps today's kernels and reports what it measures.
+So the runner (hf.exact_runner) loads its own eager attention and wraps exactly the Linear layers whose
+shape is not invariant in a RowPadded layer, which pads a pass of fewer rows than the layer needs to that
+many (the fewest of PAD_ROWS that makes the layer invariant: 2 for the float32 layers above, 16 for the
+bf16 ones), probed once per distinct shape at load (`pad_where_needed`). In float32 attention runs one row
+at a time in passes of several tokens (attention.rows_attention). `row_invariance` then checks the whole
+model: logits of n-token passes against one-token passes at the same positions.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ import torch
 
 from .hf import PackedLinear
 
-MIN_ROWS = 16  # rows a RowPadded layer always computes
-PROBE_ROWS = (2, 3, 4, 8, 16, 17, 32, 64)  # pass sizes probed against one-row passes
+MIN_ROWS = 16  # rows a RowPadded layer computes at least, unless told otherwise
+PAD_ROWS = (2, 4, 8, MIN_ROWS)  # the paddings pad_where_needed tries, fewest rows first
+PROBE_ROWS = (2, 3, 4, 5, 8, 9, 16, 17, 24, 32, 33, 48, 64)  # pass sizes probed against one-row passes
 
 
 class RowPadded(torch.nn.Module):
@@ -72,20 +75,29 @@ def rows_invariant(layer: torch.nn.Module, in_features: int, dtype: torch.dtype,
         return all(torch.equal(layer(x[:m]), alone[:m]) for m in PROBE_ROWS)
 
 
+def rows_needed(layer: torch.nn.Module, in_features: int, dtype: torch.dtype) -> int | None:
+    """The fewest rows `layer` must compute for its passes to be row-invariant here: 1 (no padding), one of
+    PAD_ROWS, or None where no padding tried makes it so."""
+    if rows_invariant(layer, in_features, dtype):
+        return 1
+    return next((rows for rows in PAD_ROWS if rows_invariant(RowPadded(layer, rows), in_features, dtype)), None)
+
+
 def pad_where_needed(model: torch.nn.Module) -> list[str]:
-    """Wrap in RowPadded every Linear whose shape is not row-invariant on this machine; returns their names.
-    Each distinct (out, in) shape is probed once."""
-    verdict: dict[tuple[int, int], bool] = {}
+    """Wrap in RowPadded every Linear whose shape is not row-invariant on this machine, padded to the fewest
+    rows that make it so; returns their names. Each distinct (out, in) shape is probed once. A layer no
+    padding helps is left as it is (the model's check at load then finds the difference)."""
+    needed: dict[tuple[int, int], int | None] = {}
     padded = []
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if type(child) not in (torch.nn.Linear, PackedLinear):
                 continue
             shape = tuple(child.weight.shape)
-            if shape not in verdict:
-                verdict[shape] = rows_invariant(child, shape[1], child.weight.dtype)
-            if not verdict[shape]:
-                setattr(module, name, RowPadded(child))
+            if shape not in needed:
+                needed[shape] = rows_needed(child, shape[1], child.weight.dtype)
+            if needed[shape] not in (1, None):
+                setattr(module, name, RowPadded(child, needed[shape]))
                 padded.append(name)
     return padded
 
