@@ -137,9 +137,22 @@ def test_smoke_report_and_plots(smoke_run):
                    "Exactness:", "## Head to head", "## Slower than plain decoding?"):
         assert needle in text, needle
     assert "FAILED" not in text
-    for name in ("speedup.png", "accepted_per_pass.png", "prediction_survival.png"):
+    rows = harness.read_runs(out)
+    scored = sorted({r["workload"] for r in rows if r.get("scores")})
+    mentored = [r for r in rows if report.kl_bound(r["method"]) is not None]
+    assert scored and mentored  # the issue-21 plots below are drawn from this run
+    for name in ("speedup.png", "accepted_per_pass.png", "prediction_survival.png", "kl_used.png",
+                 *(f"pareto_{w}.png" for w in scored)):
         png = out / report.PLOTS_DIR / name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"({report.PLOTS_DIR}/{name})" in text  # and the report shows it
+
+
+def test_kl_bound_reads_the_mentored_methods_names():
+    from quickdraft.bench.methods import mentored_method
+
+    assert [report.kl_bound(mentored_method(d).name) for d in (0.01, 0.3, 1.0)] == [0.01, 0.3, 1.0]
+    assert report.kl_bound("draft-model-sampled") is None and report.kl_bound("typical-sampled") is None
 
 
 def test_resume_adds_no_rows_and_report_rebuilds(smoke_run, bench_model, data, capsys):

@@ -105,6 +105,8 @@ def test_worked_example():
     assert emitted_by_rule(P3, Q3, m).tolist() == pytest.approx(pi.tolist(), abs=1e-6)
     assert kl_divergence(P3, pi) == pytest.approx(0.1, abs=1e-9) and m.kl == pytest.approx(0.1, abs=1e-9)
     assert acceptance_of(pi, Q3) == pytest.approx(0.609973, abs=1e-5)  # exact rule: sum min(p, q) = 0.4
+    assert m.acceptance(P3.double(), Q3.double()) == pytest.approx(0.609973, abs=1e-5)  # what the study plots
+    assert mentor(P3, Q3, 0.0).acceptance(P3, Q3) == pytest.approx(0.4, abs=1e-6)
 
 
 def test_worked_example_through_verify():

@@ -78,6 +78,11 @@ class Mentor:
             return q
         return torch.minimum(torch.maximum(q, p / self.beta), p / self.alpha)
 
+    def acceptance(self, p: torch.Tensor, q: torch.Tensor) -> float:
+        """P(a token drafted from q is accepted) = sum(q r) = sum(min(q, pi)); with EXACT, speculative sampling's
+        sum(min(p, q))."""
+        return float(torch.minimum(q, self.pi(p, q)).sum())
+
 
 EXACT = Mentor()
 

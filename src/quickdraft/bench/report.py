@@ -422,7 +422,72 @@ def write_plots(out: Path, rows: list[dict]) -> list[Path]:
     paths.append(_bars(plt, [r for r in drafting if r.get("accepted_per_pass") is not None], "accepted_per_pass",
                        "accepted draft tokens per target pass (median, min–max)", folder / "accepted_per_pass.png"))
     paths.append(_survival(plt, rows, folder / "prediction_survival.png"))
+    paths += [_pareto(plt, rows, w, folder / f"pareto_{w}.png") for w in _workloads([r for r in rows if r.get("scores")])]
+    if any(kl_bound(r["method"]) is not None for r in rows):
+        paths.append(_kl_used(plt, rows, folder / "kl_used.png"))
     return paths
+
+
+def kl_bound(method: str) -> float | None:
+    """The KL bound D of a mentored method ("mentored-kl0.1" -> 0.1; methods.mentored_method names them), else None."""
+    prefix = "mentored-kl"
+    return float(method[len(prefix):]) if method.startswith(prefix) else None
+
+
+def _pareto(plt: Any, rows: list[dict], workload: str, path: Path) -> Path:
+    """Speed against quality, one point per method (issue 21): median end-to-end speedup over plain (bars: the
+    middle half of the tasks) against the mean score (bars: 95 % bootstrap interval), one panel per score."""
+    from .scoring import bootstrap
+
+    scored = [r for r in rows if r["workload"] == workload and r.get("scores")]
+    names = sorted({k for r in scored for k in r["scores"]})
+    fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 5.0), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for m in _order(r["method"] for r in scored):
+            rs = [r for r in scored if r["method"] == m and name in r["scores"]]
+            speeds = sorted(r["speedup"] for r in rs if r.get("speedup") is not None)
+            if not rs or not speeds:
+                continue
+            mean, lo, hi = bootstrap([r["scores"][name] for r in rs])
+            x = statistics.median(speeds)
+            q1, q3 = speeds[(len(speeds) - 1) // 4], speeds[(3 * (len(speeds) - 1) + 3) // 4]
+            exact = rs[0].get("exact") in (True, "True")
+            ax.errorbar([x], [mean], xerr=[[x - q1], [q3 - x]], yerr=[[mean - lo], [hi - mean]], fmt="o" if exact else "^",
+                        color=_color(plt, m), capsize=3, label=m + ("" if exact else " (lossy)"))
+            ax.annotate(m.replace("-sampled", ""), (x, mean), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        ax.set_xlabel("end-to-end speedup over plain (median; bars: middle half of the tasks)")
+        ax.set_ylabel(f"{name} (mean; bars: 95 % bootstrap interval)")
+        ax.set_title(f"{workload}: speed against {name}")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _kl_used(plt: Any, rows: list[dict], path: Path) -> Path:
+    """Mean KL(target || emitted) per output token each run of a mentored method reported, against its bound D."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    runs = [r for r in rows if kl_bound(r["method"]) is not None and r.get("kl_per_token") is not None]
+    bounds = sorted({kl_bound(r["method"]) for r in runs})
+    floor = 1e-5  # a run that used no KL at all is drawn here on the log scale
+    for i, w in enumerate(_workloads(runs)):
+        xs = [kl_bound(r["method"]) * 1.06 ** i for r in runs if r["workload"] == w]  # side by side per workload
+        ax.scatter(xs, [max(floor, r["kl_per_token"]) for r in runs if r["workload"] == w], s=12, alpha=0.6, label=w)
+    if bounds:
+        ax.plot(bounds, bounds, color="black", linewidth=0.8, linestyle="--", label="the bound D")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no mentored runs with KL reported", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("KL bound D (nats per token)")
+    ax.set_ylabel("KL used per output token, one point per run")
+    ax.set_title("mentored decoding: KL used against the bound")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _bars(plt: Any, rows: list[dict], field: str, title: str, path: Path, ref_line: float | None = None) -> Path:
@@ -462,7 +527,12 @@ def _bars(plt: Any, rows: list[dict], field: str, title: str, path: Path, ref_li
 
 
 def _color(plt: Any, method: str) -> Any:
-    """One colour per method, the same in every plot."""
+    """One colour per method, the same in every plot (mentored bounds: along one colour map, by log D)."""
+    import math
+
+    bound = kl_bound(method)
+    if bound is not None and bound > 0:
+        return plt.get_cmap("viridis")(min(0.9, max(0.0, (math.log10(bound) + 2.5) / 3.0)))
     names = list(METHODS)
     return plt.get_cmap("tab20")(names.index(method) % 20 if method in names else 19)
 
