@@ -20,8 +20,6 @@ import json
 import statistics
 from pathlib import Path
 
-import torch
-
 import quickdraft
 from quickdraft.acceptance.mentored import kl_divergence, mentor
 from quickdraft.bench import harness
