@@ -262,6 +262,7 @@ def test_fp32_load_is_checked_and_warns_where_it_fails(tiny_folder, monkeypatch)
     plain = gen.generate("abc def", chat=False, drafter="none", max_new_tokens=24)
     drafted = gen.generate("abc def", chat=False, prediction=plain.text[:10] + "zz" + plain.text[12:], max_new_tokens=24)
     assert drafted.token_ids == plain.token_ids and drafted.stats.accepted_prediction_tokens > 0
+    assert drafted.stats.row_invariant is True and plain.stats.as_dict()["row_invariant"] is True  # per request
     monkeypatch.setattr("quickdraft.runners.invariance.row_invariance", lambda *a, **k: 0.03125)
     with pytest.warns(UserWarning, match="fp32 passes are not row-invariant.*0.03125.*nearly tie"):
         runner = hf.exact_runner(tiny_folder, torch.float32)

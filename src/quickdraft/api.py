@@ -218,7 +218,7 @@ class Stream:
                  sampling: SamplingParams, acceptance: Acceptance = Acceptance(), sizer: DraftSizer | None = None):
         self.gen, self.prompt_ids, self.limits, self.drafter, self.stops = gen, prompt_ids, limits, drafter, stops
         self.sampling, self.acceptance, self.sizer = sampling, acceptance, sizer
-        self.stats = Stats()
+        self.stats = Stats(row_invariant=getattr(gen.runner, "row_invariant", None))
         self.result: Result | None = None
 
     def __iter__(self) -> Iterator[Chunk]:

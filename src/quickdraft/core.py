@@ -118,6 +118,9 @@ class Stats:
     decode_s: float = 0.0
     drafter_s: float = 0.0  # part of decode_s spent proposing drafts
     by_source: dict[str, list[int]] = field(default_factory=dict)  # source -> [accepted, rejected]
+    # the target's passes checked row-invariant at load (runners/hf.exact_runner): True, False (checked, not
+    # invariant: float32 that failed the check), None (not checked: a llama.cpp target, whose build is checked instead)
+    row_invariant: bool | None = None
 
     @property
     def tokens_per_pass(self) -> float:
@@ -164,4 +167,5 @@ class Stats:
             "decode_tokens_per_s": round(self.decode_tokens_per_s, 3),
             "tokens_per_s": round(self.tokens_per_s, 3),
             "by_source": {k: {"accepted": a, "rejected": r} for k, (a, r) in self.by_source.items()},
+            "row_invariant": self.row_invariant,
         }
