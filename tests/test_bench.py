@@ -155,6 +155,25 @@ def test_kl_bound_reads_the_mentored_methods_names():
     assert report.kl_bound("draft-model-sampled") is None and report.kl_bound("typical-sampled") is None
 
 
+def test_quality_difference_is_paired_by_task_and_repeat():
+    """A method that scores 5 points under its baseline on every task shows -5 with a tight interval even
+    though the tasks' own scores spread over 0-90 (their unpaired intervals overlap widely); an exact method
+    that scores as the baseline shows 0; rows without a baseline partner are left out of the pairs."""
+    rows = []
+    for i in range(12):
+        for method, delta in (("plain-sampled", 0.0), ("lossy", -5.0), ("exact", 0.0)):
+            rows.append({"workload": "w", "task": f"t{i}", "repeat": 0, "method": method, "baseline": "plain-sampled",
+                         "scores": {"chrF": 10.0 + 7.0 * i + delta}, "speedup": 1.0})
+    rows.append({"workload": "w", "task": "t99", "repeat": 0, "method": "lossy", "baseline": "plain-sampled",
+                 "scores": {"chrF": 50.0}, "speedup": 1.0})
+    table = {line.split(" | ")[1]: line.split(" | ") for line in report._quality_table(rows) if line.startswith("| w |")}
+    assert table["lossy"][5] == "-5.0 [-5.0 to -5.0], 12"
+    assert table["exact"][5] == "+0.0 [+0.0 to +0.0], 12"
+    assert table["plain-sampled"][5] == ""  # the baseline is not paired with itself
+    lo, hi = map(float, table["lossy"][4].split("[")[1].rstrip("]").split("-"))
+    assert hi - lo > 20  # unpaired, the same 5-point drop is lost in the spread of the tasks
+
+
 def test_resume_adds_no_rows_and_report_rebuilds(smoke_run, bench_model, data, capsys):
     out = smoke_run[0]
     before = (out / harness.RUNS_FILE).read_text()

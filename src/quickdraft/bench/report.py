@@ -294,24 +294,37 @@ def _slower_than_plain(rows: list[dict]) -> list[str]:
 
 def _quality_table(rows: list[dict]) -> list[str]:
     """Task quality per workload and method (bench/scoring.py): mean over tasks and repeats, with a 95 %
-    bootstrap interval, beside the median end-to-end speedup: what a lossy method's speed costs."""
+    bootstrap interval, beside the median end-to-end speedup: what a lossy method's speed costs. Beside it,
+    each method's difference from its baseline paired by task and repeat (same prompt, same seed): the task's
+    own difficulty cancels, so that interval is the one that says whether a method changed the answers."""
     scored = [r for r in rows if r.get("scores")]
     if not scored:
         return []
     from .scoring import bootstrap
 
+    base = {(r["workload"], r["task"], r["repeat"]): r["scores"] for r in scored if r["method"] == r["baseline"]}
     lines = ["## Quality of the answers", "",
              "Mean score over the runs of each workload (95 % bootstrap interval over runs), scored against the "
              "task's reference: HumanEval pass@1 by its own tests, math_reasoning accuracy of the final number, "
-             "translation chrF and BLEU, summarization and rag ROUGE-L (0-100). Exact methods must match plain "
-             "decoding within the interval.", "",
-             "| workload | method | runs | score | mean [95 % interval] | median speedup |", "|---|---|---|---|---|---|"]
+             "translation chrF and BLEU, summarization and rag ROUGE-L (0-100). \"difference\": the method's score "
+             "minus its baseline's on the same task and repeat, mean over those pairs with a 95 % bootstrap interval "
+             "(paired: an interval that excludes 0 is a difference these tasks show; its half-width is about the "
+             "smallest difference this many tasks can show). Exact methods must match their baseline: their "
+             "difference interval should hold 0.", "",
+             "| workload | method | runs | score | mean [95 % interval] | difference [95 % interval], pairs | "
+             "median speedup |", "|---|---|---|---|---|---|---|"]
     for (w, m), rs in _by(scored, "workload", "method").items():
         for name in sorted({k for r in rs for k in r["scores"]}):
             values = [r["scores"][name] for r in rs if name in r["scores"]]
             mean, lo, hi = bootstrap(values)
+            diffs = [r["scores"][name] - b[name] for r in rs if r["method"] != r["baseline"] and name in r["scores"]
+                     and name in (b := base.get((w, r["task"], r["repeat"]), {}))]
+            paired = ""
+            if diffs:
+                d, dlo, dhi = bootstrap(diffs)
+                paired = f"{d:+.1f} [{dlo:+.1f} to {dhi:+.1f}], {len(diffs)}"
             speed = _median(r.get("speedup") for r in rs)
-            lines.append(f"| {w} | {m} | {len(values)} | {name} | {mean:.1f} [{lo:.1f}-{hi:.1f}] | "
+            lines.append(f"| {w} | {m} | {len(values)} | {name} | {mean:.1f} [{lo:.1f}-{hi:.1f}] | {paired} | "
                          f"{'' if speed is None else f'{speed:.2f}x'} |")
     return lines + [""]
 
