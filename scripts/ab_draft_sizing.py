@@ -9,25 +9,36 @@ as in `quickdraft bench run`). Greedy outputs must all be identical.
 --compare trim: the draft model before drafts were trimmed by its confidences (draft_sizing="off",
   min_joint=0) against the default now (trimmed, paused after a draft worth nothing, min_joint=0.5),
   and transformers' assisted generation with the same draft model.
+--compare yield: the draft model without the measured-yield skip (DraftSizer.min_yield_evidence = inf:
+  its drafting is never skipped for passes that yielded less than plain ones) against the default;
+  with --temperature T both sample (speculative sampling beside plain sampling, one seed per task).
 
 Each comparison is a list of methods run by the benchmark's own loop (harness.run: interleaved and
 rotated per task, outputs checked against plain decoding, runs.jsonl and report.md in --out).
 
 Usage: .venv/bin/python scripts/ab_draft_sizing.py --workloads mt_bench,humaneval --limit 3
-         [--compare sizing|confidence|trim] [--model qwen2.5-coder-1.5b] [--draft-model qwen2.5-coder-0.5b]
-         [--max-new-tokens 128] [--out bench-out/ab-draft-sizing]
+         [--compare sizing|confidence|trim|yield] [--temperature T] [--model qwen2.5-coder-1.5b]
+         [--draft-model qwen2.5-coder-0.5b] [--max-new-tokens 128] [--out bench-out/ab-draft-sizing]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
+from unittest import mock
 
 import quickdraft
-from quickdraft.bench import harness, report
+import quickdraft.api
+from quickdraft.bench import engines, harness, report
 from quickdraft.bench import workloads as W
 from quickdraft.bench.methods import METHODS, Method
 from quickdraft.drafters.draft_model import DraftModelConfig
+from quickdraft.sizing import DraftSizer
+
+NO_YIELD = "draft-model-no-yield"  # run with the measured-yield skip off (below)
 
 COMPARE = {
     "sizing": [
@@ -47,7 +58,27 @@ COMPARE = {
         Method("draft-model", "quickdraft", "draft model, defaults", options=(("drafter", "draft-model"),)),
         METHODS["hf-assisted"],
     ],
+    "yield": [
+        Method(NO_YIELD, "quickdraft", "draft model, never skipped for its measured yield",
+               options=(("drafter", "draft-model"),)),
+        Method("draft-model", "quickdraft", "draft model, defaults", options=(("drafter", "draft-model"),)),
+    ],
 }
+
+
+def _run_quickdraft(session, method: Method, messages, prediction, seed: int):
+    """The benchmark's quickdraft engine; for NO_YIELD methods with DraftSizer's yield rule off."""
+    if not method.name.startswith(NO_YIELD):
+        return RUN_QUICKDRAFT(session, method, messages, prediction, seed)
+    with mock.patch.object(quickdraft.api, "DraftSizer", partial(DraftSizer, min_yield_evidence=math.inf)):
+        return RUN_QUICKDRAFT(session, method, messages, prediction, seed)
+
+
+RUN_QUICKDRAFT = engines.ENGINES["quickdraft"]
+
+
+def sampled(method: Method) -> Method:
+    return replace(method, name=f"{method.name}-sampled", baseline="plain-sampled", sampled=True)
 
 
 def main() -> None:
@@ -59,12 +90,18 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--out", default="bench-out/ab-draft-sizing")
     ap.add_argument("--compare", choices=sorted(COMPARE), default="sizing")
+    ap.add_argument("--temperature", type=float, default=None, help="sample at this temperature (default greedy)")
     args = ap.parse_args()
-    methods = [METHODS["plain"], *COMPARE[args.compare]]
+    if args.temperature is None:
+        methods = [METHODS["plain"], *COMPARE[args.compare]]
+    else:
+        methods = [METHODS["plain-sampled"], *(sampled(m) for m in COMPARE[args.compare] if m.engine == "quickdraft")]
+    engines.ENGINES["quickdraft"] = _run_quickdraft
     config = harness.BenchConfig(model=args.model, workloads=tuple(W.select(args.workloads)),
                                  methods=tuple(m.name for m in methods), out=Path(args.out), data=W.data_dir(),
                                  draft_model=args.draft_model, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                                 repeats=1)
+                                 repeats=1, temperature=args.temperature or 0.7,
+                                 argv=("scripts/ab_draft_sizing.py", "--compare", args.compare))
     gen = quickdraft.load(args.model, draft_model=args.draft_model)
     summary = harness.run(config, gen, methods=methods)
     print(report.build(config.out))

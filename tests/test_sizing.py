@@ -247,9 +247,80 @@ def test_a_draft_worth_nothing_is_dropped_and_its_source_paused():
 
 def test_a_rated_source_is_not_capped_beforehand():
     s = sizer_with(0.3, 0.65, source="draft-model")
+    s.min_yield_evidence = math.inf  # its passes' measured yield is another rule (tested below)
     assert s.cap("draft-model", 10) == 0  # by its rate over the request, nothing pays
     s.trim(rated([0.99] * 8))
     assert s.cap("draft-model", 10) == 10  # rated drafts are trimmed afterwards instead
+
+
+def test_a_rated_source_whose_passes_yield_less_than_plain_ones_is_skipped():
+    """Measured yield: confident drafts that keep being rejected while the draft model's forwards cost real
+    time yield 1 token per 2.1 s against 1 per second plainly: the source is skipped 1, 2, 4, 8, 8 passes at a
+    time (trim alone would keep sending them: their confidences say they pay); one long accepted draft puts
+    its yield back above and it drafts on every pass again."""
+    s = sizer_with(None, 0.05)  # passes of 1 token cost 1 s, 11 tokens 1.5 s
+    assert len(s.trim(rated([0.95] * 4))) == 4  # worth a pass by its confidences
+    for _ in range(3):  # three such passes: all rejected, 1 s of drafting each
+        s.record("draft-model", 4, 0, 5, 1.1, draft_seconds=1.0)
+    skips = []
+    for _ in range(5):
+        run = 0
+        while s.cap("draft-model", 10) == 0:
+            run += 1
+        skips.append(run)
+        s.record("draft-model", 4, 0, 5, 1.1, draft_seconds=1.0)  # drafted again: rejected again
+    assert skips == [1, 2, 4, 8, 8]
+    s.record("draft-model", 16, 16, 17, 1.5, draft_seconds=2.0)  # 8 + 17 tokens in 16.8 + 3.5 s
+    assert [s.cap("draft-model", 10) for _ in range(3)] == [10, 10, 10]
+
+
+def test_a_rated_source_that_pays_is_never_skipped():
+    s = sizer_with(None, 0.05)
+    s.trim(rated([0.95] * 4))
+    for _ in range(20):
+        s.record("draft-model", 4, 2, 5, 1.1, draft_seconds=0.6)  # 3 tokens in 1.7 s: pays
+        assert s.cap("draft-model", 10) == 10
+
+
+def test_a_costly_always_wrong_draft_model_stops_costing_through_the_engine():
+    """Through the engine on a virtual clock: a drafter sure of tokens the target never takes, whose
+    drafts take 1.5 single-token passes to make, is asked for few drafts once its passes show they lose (at
+    most one pass in 9 once skipped for backoff_max = 8 passes at a time); the output is the target's, and the
+    run ends within 25 % of plain decoding's time (2.6x without the rule)."""
+    from quickdraft.core import EMPTY_DRAFT
+    from quickdraft.runners.scripted import TimedScriptedRunner
+
+    script = [1 + (i * 7) % 40 for i in range(200)]
+
+    class Doubtless:
+        def __init__(self, runner):
+            self.runner, self.drafts = runner, 0
+
+        def begin(self, prompt):
+            pass
+
+        def propose(self, context, budget):
+            if budget <= 0:
+                return EMPTY_DRAFT
+            self.runner.now += 1.5  # three draft-model forwards at half a target pass each
+            self.drafts += 1
+            return Draft(tokens=(60,) * min(3, budget), source="draft-model", forwards=3, confidence=(0.99,) * min(3, budget))
+
+        def observe(self, context, verdict):
+            pass
+
+    def run(sizer):
+        runner = TimedScriptedRunner(script, 64, 63, lambda n: 1.0 + 0.05 * (n - 1))
+        drafter = Doubtless(runner)
+        out = [t for st in generate(runner, [0, 1, 2], Limits(len(script)), drafter, sizer=sizer, clock=runner.clock)
+               for t in st.tokens]
+        assert out == script
+        return runner.now, drafter.drafts
+
+    seconds, drafts = run(DraftSizer())
+    assert drafts < len(script) / 6 and seconds < 1.25 * len(script)
+    seconds_without, drafts_without = run(DraftSizer(min_yield_evidence=float("inf")))  # the rule off
+    assert drafts_without >= len(script) - 1 and seconds_without > 2.5 * len(script)  # all but the last pass
 
 
 # -- through the engine -----------------------------------------------------------------------------

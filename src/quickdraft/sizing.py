@@ -52,6 +52,15 @@ where the draft model is often unsure this saves its forwards too. Side by side 
 qwen2.5-coder-1.5b and its 0.5B draft on this machine (scripts/ab_draft_sizing.py --compare trim, 3
 tasks each, end to end over plain decoding): translation 0.71x before trimming -> 0.92x, qa 0.56x ->
 0.94x, HumanEval 2.67x -> 2.56x (docs/benchmarks.md).
+
+A rated source is also judged by what its passes have actually yielded: output tokens per second over
+its passes, its own drafting seconds included (decayed sums, per request), against one token per t(1).
+Confidences can look worth a pass while the draft model's forwards cost more than the tokens it gets
+accepted: qwen2.5-coder-1.5b sampling at temperature 1.0 with the int8 0.5B drafting, Spec-Bench
+translation, 20 tasks, ran at 0.83x plain sampling (a draft-model forward about 0.3 of a target pass,
+2.2 of them per draft token sent, 40 % of draft tokens accepted; docs/mentored.md). A source whose
+passes yield less than one-token passes is skipped for 1, 2, 4 ... up to `backoff_max` passes at a
+time, and drafts again from 1 once its yield is back above (one long accepted draft is enough).
 """
 
 from __future__ import annotations
@@ -91,6 +100,14 @@ class PassCosts:
             return _interpolated(self._tree_sums, n, optimistic)
         return _interpolated(self._sums, n, optimistic)
 
+    def upper_single(self) -> float | None:
+        """Seconds of a one-token pass, or failing that of the smallest linear size measured (no less than a
+        one-token pass costs); None before any pass."""
+        if not self._sums:
+            return None
+        w, s = self._sums[min(self._sums)]
+        return self.seconds(1) or s / w
+
 
 def _interpolated(sums: dict[int, list[float]], n: int, optimistic: bool) -> float | None:
     """PassCosts.seconds over one table of decayed sums."""
@@ -123,6 +140,9 @@ class DraftSizer:
     costs: PassCosts = field(default_factory=PassCosts)  # shared by the requests of a Generator
     _since_probe: dict[str, int] = field(default_factory=dict)
     _pause: dict[str, list[int]] = field(default_factory=dict)  # rated sources: [passes left to skip, next pause]
+    min_yield_evidence: float = 3.0  # passes (decayed) of a rated source before its measured yield is trusted
+    _yield: dict[str, list[float]] = field(default_factory=dict)  # decayed [output tokens, seconds, passes] per source
+    _losing: dict[str, list[int]] = field(default_factory=dict)  # rated sources: [passes left to skip, next skip]
 
     def cap(self, source: str, budget: int) -> int:
         """Most draft tokens worth verifying for `source` now (at most budget)."""
@@ -130,6 +150,10 @@ class DraftSizer:
             pause = self._pause[source]
             if pause[0] > 0:
                 pause[0] -= 1
+                return 0
+            skip = self._losing.get(source)
+            if skip and skip[0] > 0:  # its passes have yielded less than plain ones (record)
+                skip[0] -= 1
                 return 0
             return max(budget, 0)
         a, t1 = self.acceptance(source), self.costs.seconds(1)
@@ -161,6 +185,21 @@ class DraftSizer:
         pause[0], pause[1] = pause[1], min(2 * pause[1], self.backoff_max)
         return replace(draft, tokens=(), probs=None, parents=None, confidence=())
 
+    def _judge_yield(self, source: str, tokens: int, seconds: float) -> None:
+        """After a pass a rated source paid for (its output tokens: accepted + 1; its seconds: the pass and the
+        drafting, a draft trimmed to nothing included): when its passes have yielded fewer tokens per second
+        than one-token passes (1 / t(1)), skip it for the next 1, 2, 4 ... backoff_max passes; it drafts again
+        after each skip, and its skips start from 1 again once its yield is back above."""
+        d = self.decay
+        y = self._yield.setdefault(source, [0.0, 0.0, 0.0])
+        y[0], y[1], y[2] = d * y[0] + tokens, d * y[1] + seconds, d * y[2] + 1
+        skip = self._losing.setdefault(source, [0, 1])
+        t1 = self.costs.upper_single()  # until one-token passes are measured, an upper bound: skips fewer
+        if not t1 or y[2] < self.min_yield_evidence or y[0] * t1 >= y[1]:
+            skip[0], skip[1] = 0, 1
+        else:
+            skip[0], skip[1] = skip[1], min(2 * skip[1], self.backoff_max)
+
     def acceptance(self, source: str) -> float | None:
         accepted, tried = self._acceptance.get(source, (0.0, 0.0))
         return accepted / tried if tried >= self.min_evidence else None
@@ -175,6 +214,8 @@ class DraftSizer:
         """One verified pass: its draft's fate, how long the target took over pass_tokens tokens (a tree
         pass if tree), and how long the drafter took to propose it."""
         self.costs.record(pass_tokens, seconds, tree)
+        if source in self._pause and (drafted or draft_seconds):  # a rated source paid for this pass
+            self._judge_yield(source, accepted + 1, seconds + draft_seconds)
         if drafted:
             d = self.decay
             acc = self._acceptance.setdefault(source, [0.0, 0.0])
