@@ -35,6 +35,17 @@ from quickdraft.runners.scripted import TimedScriptedRunner
 from quickdraft.sizing import DraftSizer, PassCosts
 
 OLD_LOOKUP = LookupConfig(min_ngram=1, single_match_tokens=2)  # the rule before this script's first use
+WIDE_LOOKUP = LookupConfig(min_ngram=2, max_ngram=5, num_tokens=32)  # about vLLM's n-gram proposer's rule
+
+
+class Longest(FirstOf):
+    """Asks every drafter and takes the longest draft (ties: the first): tried on the refactors, where prompt
+    lookup sometimes follows a rewritten file better than the prediction's one alignment; not adopted
+    (docs/runtime.md)."""
+
+    def propose(self, context, budget):
+        drafts = [d.propose(context, budget) for d in self.drafters]
+        return max(drafts, key=len)  # max keeps the first of equal lengths
 
 # name -> (needs a prediction, drafter factory(prediction ids))
 CONFIGS: dict[str, tuple[bool, Callable]] = {
@@ -45,6 +56,8 @@ CONFIGS: dict[str, tuple[bool, Callable]] = {
     "prediction-openai": (True, lambda p: PredictionDrafter(p, PredictionConfig.for_policy("openai"))),
     "prediction+lookup 3-gram": (True, lambda p: FirstOf([PredictionDrafter(p, PredictionConfig()),
                                                           PromptLookupDrafter(LookupConfig(min_ngram=3))])),
+    "longest of prediction and lookup 2-5-gram": (True, lambda p: Longest([PredictionDrafter(p, PredictionConfig()),
+                                                                       PromptLookupDrafter(WIDE_LOOKUP)])),
 }
 
 
