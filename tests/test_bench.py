@@ -174,6 +174,18 @@ def test_quality_difference_is_paired_by_task_and_repeat():
     assert hi - lo > 20  # unpaired, the same 5-point drop is lost in the spread of the tasks
 
 
+def test_kl_used_is_shown_for_bounded_rules_only():
+    """Typical and threshold acceptance spend KL nobody measures: their KL/token cell says so ("–") rather
+    than 0, while a mentored method shows what it spent."""
+    rows = [{"workload": "w", "task": "t0", "repeat": 0, "method": m, "baseline": "plain-sampled", "kl_per_token": kl,
+             "identical": None, "sampled": True}
+            for m, kl in (("plain-sampled", None), ("mentored-kl0.1", 0.05), ("typical-sampled", 0.0))]
+    table = {line.split(" | ")[0]: line.split(" | ") for line in report._workload_tables(rows) if line.startswith("| ")}
+    assert table["| mentored-kl0.1"][-1] == "0.0500 |"
+    assert table["| typical-sampled"][-1] == "– |"
+    assert table["| plain-sampled"][-1] == "– |"
+
+
 def test_resume_adds_no_rows_and_report_rebuilds(smoke_run, bench_model, data, capsys):
     out = smoke_run[0]
     before = (out / harness.RUNS_FILE).read_text()

@@ -630,7 +630,7 @@ def _run_one(session: Session, config: BenchConfig, workload: str, task, repeat:
                               if outcome.counts["accepted"] is not None and outcome.counts["target_passes"] else None),
         "by_source": {k: {"accepted": a, "rejected": r} for k, (a, r) in outcome.by_source.items()},
         "peak_rss_mib": _r(mem.peak, 1), "rss_before_mib": _r(mem.before, 1), "memory_measure": mem.kind,
-        "kl_per_token": _r(outcome.kl / n_out, 6) if n_out and not method.exact else None,
+        "kl_per_token": _r(outcome.kl / n_out, 6) if n_out and method.kwargs.get("acceptance") == "mentored" else None,
         "sampled": method.sampled, "output_tokens": outcome.tokens,
     })
     ref_key = (workload, task.id, method.baseline)

@@ -343,7 +343,9 @@ def _workload_tables(rows: list[dict]) -> list[str]:
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if lossy else "")]
         for m in _order(r["method"] for r in rows if r["workload"] == w):
             rs = by[(w, m)]
-            extra = [_spread((r.get("kl_per_token") for r in rs), fmt="{:.4f}")] if lossy else []
+            # the KL spent is known for a bounded rule only (rows before 2026-11-25 gave typical / threshold 0)
+            kl = [r.get("kl_per_token") for r in rs] if kl_bound(m) is not None else []
+            extra = [_spread(kl, fmt="{:.4f}")] if lossy else []
             lines.append(" | ".join([
                 f"| {m}", str(len(rs)), _identical_cell(rs),
                 _spread(r.get("tokens_per_s") for r in rs), _spread(r.get("decode_tokens_per_s") for r in rs),
