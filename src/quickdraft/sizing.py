@@ -146,15 +146,11 @@ class DraftSizer:
 
     def cap(self, source: str, budget: int) -> int:
         """Most draft tokens worth verifying for `source` now (at most budget)."""
-        if source in self._pause:  # it rates its tokens: trimmed once drafted (trim), unless paused
-            pause = self._pause[source]
-            if pause[0] > 0:
-                pause[0] -= 1
-                return 0
-            skip = self._losing.get(source)
-            if skip and skip[0] > 0:  # its passes have yielded less than plain ones (record)
-                skip[0] -= 1
-                return 0
+        if source in self._pause:  # it rates its tokens: trimmed once drafted (trim), unless resting
+            for rest in (self._pause[source], self._losing.get(source)):  # after a draft worth nothing; a poor yield
+                if rest and rest[0] > 0:
+                    rest[0] -= 1
+                    return 0
             return max(budget, 0)
         a, t1 = self.acceptance(source), self.costs.seconds(1)
         if budget <= 0 or a is None or not t1:
@@ -182,7 +178,7 @@ class DraftSizer:
         if best_k:
             pause[1] = 1
             return draft.head(best_k)
-        pause[0], pause[1] = pause[1], min(2 * pause[1], self.backoff_max)
+        self._back_off(pause)
         return replace(draft, tokens=(), probs=None, parents=None, confidence=())
 
     def _judge_yield(self, source: str, tokens: int, seconds: float) -> None:
@@ -198,7 +194,12 @@ class DraftSizer:
         if not t1 or y[2] < self.min_yield_evidence or y[0] * t1 >= y[1]:
             skip[0], skip[1] = 0, 1
         else:
-            skip[0], skip[1] = skip[1], min(2 * skip[1], self.backoff_max)
+            self._back_off(skip)
+
+    def _back_off(self, rest: list[int]) -> None:
+        """Rest a source ([passes left to skip, next rest]) for its next rest, and double the one after (up to
+        backoff_max): 1, 2, 4 .. passes."""
+        rest[0], rest[1] = rest[1], min(2 * rest[1], self.backoff_max)
 
     def acceptance(self, source: str) -> float | None:
         accepted, tried = self._acceptance.get(source, (0.0, 0.0))
