@@ -206,3 +206,40 @@ def test_joint_distribution_of_three_tokens(drafter):
         out = [t for s in steps for t in s.tokens]
         counts[out[0], out[1], out[2]] += 1
     assert_follows(counts, truth)
+
+
+# -- a rated draft trimmed by the sizer stays lossless ---------------------------------------------------
+
+Q_SURE = torch.tensor([0.95, 0.01, 0.01, 0.01, 0.01, 0.01])  # the draft model is sure of its next token
+Q_UNSURE = torch.tensor([0.20, 0.20, 0.15, 0.15, 0.15, 0.15])
+
+
+def test_trimming_a_sampled_draft_keeps_the_target_distribution():
+    """The sizer trims a draft model's draft by its confidences (sizing.DraftSizer.trim). Under sampling the
+    choice to keep token i must not depend on token i itself: here the draft model is sure of its second token
+    only after drawing 4 or 5 first, and a second pass token costs nothing (t(3) = t(2)), so a trim that looked
+    at the second token's confidence would keep the first token exactly when it is 4 or 5, and the first emitted
+    token would lean towards what the draft model drew (its 3 would come out at 0.02 instead of 0.10)."""
+    from quickdraft.sizing import DraftSizer
+
+    sizer = DraftSizer()
+    sizer.costs.record(1, 1.0)
+    sizer.costs.record(2, 1.65)  # beyond 2 tokens a pass is priced as one of 2 (optimistic)
+    g = torch.Generator().manual_seed(0)
+    target = torch.stack([P1, P2, P2])  # [3, V]
+    first, second, kept = torch.zeros(V), torch.zeros(V), 0
+    for _ in range(N):
+        x1 = sample(Q_FAR, g)
+        q2 = Q_SURE if x1 in (4, 5) else Q_UNSURE
+        x2 = sample(q2, g)
+        draft = Draft((x1, x2), torch.stack([Q_FAR, q2]), source="draft-model",
+                      confidence=(float(Q_FAR.max()), float(q2.max())))
+        draft = sizer.trim(draft)
+        kept += len(draft) > 0
+        verdict = verify_sampling(Draft(draft.tokens, draft.probs if len(draft) else None), target[: len(draft) + 1], g)
+        first[verdict.tokens[0]] += 1
+        if len(verdict.tokens) > 1:
+            second[verdict.tokens[1]] += 1
+    assert kept > N // 2  # the trim does keep drafts here
+    assert chi2(first, P1) < CRITICAL
+    assert chi2(second, P2) < CRITICAL

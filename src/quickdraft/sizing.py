@@ -44,7 +44,10 @@ token by token, with those rates in place of a:
 (the draft's seconds are spent by then, so they do not count; t(n) past the largest size measured is
 taken as that size's, optimistically, so that a longer pass gets tried and measured: a line through
 the small sizes would rule long drafts out for good, since 3 tokens can cost more than 17 on
-transformers). A confident draft keeps its length
+transformers). Under sampling the prefix is chosen causally (causal_length): token i is kept or cut
+by the rates of tokens 1 .. i alone, since c_(i+1) is the draft model's confidence after drawing token i,
+and a cut that depended on token i would bias which tokens come out (speculative sampling stays lossless
+only if whether a token is verified does not depend on that token). A confident draft keeps its length
 where a rate averaged over the request would cut it, and a doubtful one is not sent. When nothing is
 worth sending, the source also pauses: it is asked for no draft for 1 pass, then 2, 4, ... up to
 `backoff_max` after each further such draft, and back to 1 after a draft worth sending; on prose
@@ -174,7 +177,9 @@ class DraftSizer:
         t1 = self.costs.seconds(1)
         if not t1 or self.costs.seconds(len(draft) + 1) is None:  # fewer than two sizes measured yet
             return draft
-        best_k = best_length(draft.confidence, lambda k: self.costs.seconds(k + 1, optimistic=True))
+        seconds = lambda k: self.costs.seconds(k + 1, optimistic=True)  # noqa: E731
+        best_k = (best_length(draft.confidence, seconds) if draft.probs is None
+                  else causal_length(draft.confidence, seconds))
         if best_k:
             pause[1] = 1
             return draft.head(best_k)
@@ -236,6 +241,21 @@ def best_length(rates: Iterable[float], seconds: Callable[[int], float]) -> int:
         joint *= r
         gains.append(joint)  # P(token k is accepted) = r_1 ... r_k
     return best_count(gains, seconds)
+
+
+def causal_length(rates: Sequence[float], seconds: Callable[[int], float]) -> int:
+    """The draft length for a sampled draft: token i is kept only if best_length, seeing r_1 .. r_i and taking
+    every later token to be as likely as token i, would keep at least i tokens; the first token that fails
+    ends the draft. Under speculative sampling whether token i is verified must not depend on token i itself,
+    which r_(i+1) does (it is the draft model's confidence after drawing token i): a trim that looked ahead
+    would keep token i when the draft model drew a token it is sure how to continue, and the emitted token
+    would lean towards those (tests/test_sampling.py shows a 0.10 token come out at 0.02). r_i depends only on
+    the tokens before it, so this rule keeps the output's distribution that of the target."""
+    n = len(rates)
+    for i in range(1, n + 1):
+        if best_length([*rates[:i], *repeat(rates[i - 1], n - i)], seconds) < i:
+            return i - 1
+    return n
 
 
 def best_count(gains: Sequence[float], seconds: Callable[[int], float], base: float = 1.0) -> int:

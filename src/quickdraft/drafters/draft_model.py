@@ -31,7 +31,8 @@ scripts/draft_model_replay.py), so each draft carries them (Draft.confidence), t
 scaled by the request's own misses (`calibrated`: on code the draft model is right more often than
 it says), and the engine's sizer sends only the prefix worth a pass (sizing.py). The rules depend
 only on the draft model's own state, so they change speed, never the output (exact under greedy,
-lossless under sampling).
+lossless under sampling: the confidence of token i is the top probability of its distribution, known
+before token i is drawn, and under sampling the sizer cuts a draft by those of the tokens up to i only).
 """
 
 from __future__ import annotations
