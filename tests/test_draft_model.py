@@ -302,13 +302,14 @@ def test_joint_distribution_of_three_tokens_with_a_draft_model(draft_kind, sized
         assert n // 100 < trimmed < n - n // 100  # trimming happened (about 4 % of runs here), and not always
 
 
-@pytest.mark.parametrize("draft_kind", ["close", "far"])
-def test_sequences_ending_at_eos_follow_plain_sampling_with_a_draft_model(draft_kind):
+@pytest.mark.parametrize("draft_kind, sized", [("close", False), ("far", False), ("close", True)])
+def test_sequences_ending_at_eos_follow_plain_sampling_with_a_draft_model(draft_kind, sized):
     """Whole sequences, end of text included: with token 3 as EOS and room for 4 tokens, a sampled run
     with a draft model emits each whole sequence (EOS early, EOS late, or none) with plain sampling's
     probability, so drafting changes neither when a sampled answer ends nor what comes before its end
     (chi-square, significance 1e-4). The draft model proposes EOS too, and tokens past it. EOS itself is
-    not emitted: the last step's finish reason says it came."""
+    not emitted: the last step's finish reason says it came. sized: with the drafter's own early stops (its
+    defaults) and the sizer's trim and rests, as the engine runs by default."""
     g = torch.Generator().manual_seed(11)
     V, eos, room = 4, 3, 4
     table = torch.randn(V, V, generator=g) * 1.2  # [V, V] target logits given the current token
@@ -331,16 +332,20 @@ def test_sequences_ending_at_eos_follow_plain_sampling_with_a_draft_model(draft_
     index = {seq: i for i, seq in enumerate(truth)}
     counts = torch.zeros(len(index))
     n, accepted = 3000, 0
+    costs = seeded_costs(0.7)
+    config = DraftModelConfig(k=3) if sized else DraftModelConfig(k=3, min_confidence=0, min_joint=0)
     for seed in range(n):
         s = SamplingParams(temperature=1.0, seed=seed)
-        d = DraftModelDrafter(MarkovRunner(table + noise), V, s, DraftModelConfig(k=3, min_confidence=0, min_joint=0))
+        d = DraftModelDrafter(MarkovRunner(table + noise), V, s, config)
         stats = Stats()
-        steps = list(generate(MarkovRunner(table), prompt, Limits(room, frozenset({eos})), d, stats=stats, sampling=s))
+        sizer = DraftSizer(costs=costs) if sized else None
+        steps = list(generate(MarkovRunner(table), prompt, Limits(room, frozenset({eos})), d, stats=stats, sampling=s,
+                              sizer=sizer))
         out = tuple(t for st in steps for t in st.tokens) + ((eos,) if steps[-1].finish_reason == "stop" else ())
         counts[index[out]] += 1  # a sequence outside the tree (a token after EOS) would raise here
         accepted += stats.accepted_prediction_tokens
     assert_follows(counts, torch.tensor(list(truth.values())))
-    assert accepted > n // 4  # drafts were really used
+    assert accepted > n // (10 if sized else 4)  # drafts were really used (the sizer cuts many on these costs)
 
 
 def test_sampled_run_is_reproducible_with_a_seed(tiny):
