@@ -169,17 +169,19 @@ class DraftSizer:
         return best_k
 
     def trim(self, draft: Draft) -> Draft:
-        """The prefix of a rated draft (Draft.confidence) with the most expected output per second;
-        an empty draft (same source and forwards) when no prefix beats a one-token pass."""
+        """The prefix of a rated draft (Draft.confidence) with the most expected output per second (a sampled
+        draft, Draft.probs set: the longest prefix causal_length keeps); an empty draft (same source and
+        forwards) when no prefix beats a one-token pass."""
         if draft.confidence is None or not len(draft):
             return draft
         pause = self._pause.setdefault(draft.source, [0, 1])  # from now on its drafts are not capped beforehand
         t1 = self.costs.seconds(1)
         if not t1 or self.costs.seconds(len(draft) + 1) is None:  # fewer than two sizes measured yet
             return draft
-        seconds = lambda k: self.costs.seconds(k + 1, optimistic=True)  # noqa: E731
-        best_k = (best_length(draft.confidence, seconds) if draft.probs is None
-                  else causal_length(draft.confidence, seconds))
+        def seconds(k: int) -> float:
+            return self.costs.seconds(k + 1, optimistic=True)
+
+        best_k = (best_length if draft.probs is None else causal_length)(draft.confidence, seconds)
         if best_k:
             pause[1] = 1
             return draft.head(best_k)
