@@ -224,7 +224,8 @@ def test_trimming_a_sampled_draft_keeps_the_target_distribution():
 
     sizer = DraftSizer()
     sizer.costs.record(1, 1.0)
-    sizer.costs.record(2, 1.65)  # beyond 2 tokens a pass is priced as one of 2 (optimistic)
+    sizer.costs.record(2, 1.65)
+    sizer.costs.record(3, 1.65)  # a second draft token costs nothing; the longest pass measured: 3 tokens
     g = torch.Generator().manual_seed(0)
     target = torch.stack([P1, P2, P2])  # [3, V]
     first, second, kept = torch.zeros(V), torch.zeros(V), 0
@@ -243,3 +244,34 @@ def test_trimming_a_sampled_draft_keeps_the_target_distribution():
     assert kept > N // 2  # the trim does keep drafts here
     assert chi2(first, P1) < CRITICAL
     assert chi2(second, P2) < CRITICAL
+
+
+def test_trimming_a_draft_that_stopped_early_keeps_the_target_distribution():
+    """The draft model stops drafting when it doubts its next token (DraftModelConfig.min_confidence), and that
+    doubt comes after drawing the token before it: here it goes on to a second token only after drawing 4 or 5
+    first, so how long the draft is depends on its first token. The trim must not read that length: a rule that
+    took the tokens after token i to be as many as were drafted would keep the first token (confidence 0.5, worth
+    a pass only with a second token to come) exactly when it is 4 or 5 (its 3 came out at 0.02 instead of 0.10)."""
+    from quickdraft.sizing import DraftSizer
+
+    sizer = DraftSizer()
+    sizer.costs.record(1, 1.0)
+    sizer.costs.record(2, 1.65)
+    sizer.costs.record(3, 1.65)  # a second draft token costs nothing; the longest pass measured: 3 tokens
+    g = torch.Generator().manual_seed(0)
+    first, lengths = torch.zeros(V), torch.zeros(3)
+    for _ in range(N):
+        x1 = sample(Q_FAR, g)
+        if x1 in (4, 5):
+            x2 = sample(Q_SURE, g)
+            draft = Draft((x1, x2), torch.stack([Q_FAR, Q_SURE]), source="draft-model",
+                          confidence=(float(Q_FAR.max()), float(Q_SURE.max())))
+        else:  # its next token would be unsure: it stops after one
+            draft = Draft((x1,), Q_FAR[None], source="draft-model", confidence=(float(Q_FAR.max()),))
+        draft = sizer.trim(draft)
+        lengths[len(draft)] += 1
+        verdict = verify_sampling(Draft(draft.tokens, draft.probs if len(draft) else None),
+                                  torch.stack([P1, P2, P2])[: len(draft) + 1], g)
+        first[verdict.tokens[0]] += 1
+    assert lengths[1:].sum() > 0  # drafts are verified here, so the trim's choice matters
+    assert chi2(first, P1) < CRITICAL

@@ -194,9 +194,13 @@ def test_bad_choice_is_refused():
 
 # -- drafts rated by their drafter (a draft model's confidences) -------------------------------------
 
-def rated(confidence, source="draft-model") -> Draft:
-    return Draft(tokens=tuple(range(10, 10 + len(confidence))), source=source, forwards=len(confidence) + 1,
-                 confidence=tuple(confidence))
+def rated(confidence, source="draft-model", sampled=False) -> Draft:
+    """A draft with these confidences; sampled: with distributions (Draft.probs), as under sampling."""
+    import torch
+
+    n = len(confidence)
+    return Draft(tokens=tuple(range(10, 10 + n)), probs=torch.full((n, 32), 1 / 32) if sampled else None,
+                 source=source, forwards=n + 1, confidence=tuple(confidence))
 
 
 def brute_force_trim(confidence, ratio: float) -> int:
@@ -220,6 +224,29 @@ def test_trim_is_the_best_prefix_by_brute_force():
         confidence = [rng.random() ** rng.choice([0.1, 0.5, 1.0]) for _ in range(rng.randint(1, 20))]
         s = sizer_with(None, ratio)
         assert len(s.trim(rated(confidence))) == brute_force_trim(confidence, ratio), (ratio, confidence)
+
+
+def test_causal_length_worked_example_of_its_docstring():
+    from quickdraft.sizing import causal_length
+
+    def seconds(k: int) -> float:  # t(1) = 1, t(2) = t(3) = 1.65
+        return 1.0 if k == 0 else 1.65
+
+    assert causal_length([0.5], seconds, horizon=1) == 0
+    assert causal_length([0.5], seconds, horizon=2) == 1
+    assert causal_length([0.5, 0.1], seconds, horizon=2) == 1  # the first token kept, the doubtful second cut
+
+
+def test_a_sampled_draft_is_trimmed_by_a_horizon_that_its_length_does_not_set():
+    """Under sampling the trim looks ahead as far as the longest pass measured, whether the draft model
+    drafted 1 token or 5: the kept prefix of a draft is the same as that of the same draft cut shorter."""
+    s = DraftSizer()
+    for n, t in ((1, 1.0), (2, 1.65), (6, 1.65)):
+        s.costs.record(n, t)
+    for confidence in ([0.5, 0.5, 0.5, 0.5, 0.5], [0.6, 0.3, 0.9, 0.2, 0.8], [0.3] * 5, [0.9] * 5):
+        whole = len(s.trim(rated(confidence, sampled=True)))
+        for n in range(1, len(confidence) + 1):
+            assert len(s.trim(rated(confidence[:n], sampled=True))) == min(whole, n), (confidence, n)
 
 
 def test_trim_waits_for_measured_costs():

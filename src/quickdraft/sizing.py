@@ -47,7 +47,9 @@ the small sizes would rule long drafts out for good, since 3 tokens can cost mor
 transformers). Under sampling the prefix is chosen causally (causal_length): token i is kept or cut
 by the rates of tokens 1 .. i alone, since c_(i+1) is the draft model's confidence after drawing token i,
 and a cut that depended on token i would bias which tokens come out (speculative sampling stays lossless
-only if whether a token is verified does not depend on that token). A confident draft keeps its length
+only if whether a token is verified does not depend on that token). For the same reason it does not read
+how long the draft is: the draft model stops early when it doubts its next token, a doubt that follows
+token i. A confident draft keeps its length
 where a rate averaged over the request would cut it, and a doubtful one is not sent. When nothing is
 worth sending, the source also pauses: it is asked for no draft for 1 pass, then 2, 4, ... up to
 `backoff_max` after each further such draft, and back to 1 after a draft worth sending; on prose
@@ -102,6 +104,10 @@ class PassCosts:
         if tree and (n in self._tree_sums or len(self._tree_sums) >= 2):
             return _interpolated(self._tree_sums, n, optimistic)
         return _interpolated(self._sums, n, optimistic)
+
+    def sizes(self) -> list[int]:
+        """The linear pass sizes measured so far, smallest first."""
+        return sorted(self._sums)
 
     def upper_single(self) -> float | None:
         """Seconds of a one-token pass, or failing that of the smallest linear size measured (no less than a
@@ -176,12 +182,15 @@ class DraftSizer:
             return draft
         pause = self._pause.setdefault(draft.source, [0, 1])  # from now on its drafts are not capped beforehand
         t1 = self.costs.seconds(1)
-        if not t1 or self.costs.seconds(len(draft) + 1) is None:  # fewer than two sizes measured yet
+        if not t1 or len(self.costs.sizes()) < 2:  # not yet priced: sent whole (whatever its length)
             return draft
         def seconds(k: int) -> float:
             return self.costs.seconds(k + 1, optimistic=True)
 
-        best_k = (best_length if draft.probs is None else causal_length)(draft.confidence, seconds)
+        if draft.probs is None:
+            best_k = best_length(draft.confidence, seconds)
+        else:  # sampled: looking ahead no further than the longest pass measured, whatever was drafted
+            best_k = causal_length(draft.confidence, seconds, horizon=max(self.costs.sizes()) - 1)
         if best_k:
             pause[1] = 1
             return draft.head(best_k)
@@ -245,19 +254,22 @@ def best_length(rates: Iterable[float], seconds: Callable[[int], float]) -> int:
     return best_count(gains, seconds)
 
 
-def causal_length(rates: Sequence[float], seconds: Callable[[int], float]) -> int:
+def causal_length(rates: Sequence[float], seconds: Callable[[int], float], horizon: int) -> int:
     """The draft length for a sampled draft: token i is kept only if best_length, seeing r_1 .. r_i and taking
-    every later token to be as likely as token i, would keep at least i tokens; the first token that fails
-    ends the draft. Under speculative sampling whether token i is verified must not depend on token i itself,
-    which r_(i+1) does (it is the draft model's confidence after drawing token i): a trim that looked ahead
-    would keep token i when the draft model drew a token it is sure how to continue, and the emitted token
-    would lean towards those (tests/test_sampling.py shows a 0.10 token come out at 0.02). r_i depends only on
-    the tokens before it, so this rule keeps the output's distribution that of the target."""
-    n = len(rates)
-    for i in range(1, n + 1):
-        if best_length([*rates[:i], *repeat(rates[i - 1], n - i)], seconds) < i:
+    the tokens after it, up to `horizon` tokens in all, to be as likely as token i, would keep at least i
+    tokens; the first token that fails ends the draft. Under speculative sampling whether token i is verified
+    must not depend on token i itself, and two things do: r_(i+1), the draft model's confidence after drawing
+    token i, and how many tokens it drafted, since it stops when that confidence is low. A trim that read
+    either would keep token i when the draft model drew a token it is sure how to continue, and the emitted
+    token would lean towards those (tests/test_sampling.py: a 0.10 token came out at 0.02 with the first, and
+    at 0.02 with the second). r_i depends only on the tokens before it, and the horizon must not depend on the
+    draft at all (the sizer passes the longest pass it has measured), so this rule keeps the output's
+    distribution that of the target. Example: rates (0.5,), t(1) = 1, t(2) = t(3) = 1.65: horizon 1 keeps
+    nothing (1.5 / 1.65 < 1), horizon 2 keeps the token ((1 + 0.5 + 0.25) / 1.65 > 1)."""
+    for i in range(1, len(rates) + 1):
+        if best_length([*rates[:i], *repeat(rates[i - 1], max(0, horizon - i))], seconds) < i:
             return i - 1
-    return n
+    return len(rates)
 
 
 def best_count(gains: Sequence[float], seconds: Callable[[int], float], base: float = 1.0) -> int:
