@@ -302,6 +302,41 @@ def test_joint_distribution_of_three_tokens_with_a_draft_model(draft_kind, sized
         assert n // 100 < trimmed < n - n // 100  # trimming happened (about 4 % of runs here), and not always
 
 
+def test_a_draft_model_that_stops_after_some_tokens_keeps_plain_sampling_with_the_sizer():
+    """Whole engine, sampled, the draft model's own early stop and the sizer together: the draft model goes on
+    after drawing 2 first (it is then sure of its next token) and stops after any other first token (below
+    min_confidence). Its first token is rated 0.5, worth a pass only with more tokens to come (a pass of 2
+    tokens costs 1.65 passes of one, longer ones no more). A trim that read how long the draft was would verify
+    the first token exactly when it is 2; the first two emitted tokens must still follow plain sampling (room for 3: a draft of up to 2)."""
+    V = 4
+    q = torch.tensor([[0.28, 0.26, 0.24, 0.22],  # after 0 or 3: unsure (0.28 < min_confidence 0.3)
+                      [0.10, 0.20, 0.50, 0.20],  # after 1 (the prompt's last token): rated 0.5
+                      [0.02, 0.95, 0.02, 0.01],  # after 2: sure
+                      [0.28, 0.26, 0.24, 0.22]])
+    p = torch.tensor([[0.30, 0.30, 0.20, 0.20],
+                      [0.40, 0.25, 0.15, 0.20],
+                      [0.25, 0.25, 0.25, 0.25],
+                      [0.10, 0.20, 0.30, 0.40]])
+    costs = PassCosts(decay=1.0)
+    for _ in range(10_000):  # weighted so that the test's own microsecond passes do not move them
+        for n in range(1, 34):
+            costs.record(n, 1.0 if n == 1 else 1.65)
+    prompt = [0, 3, 1]
+    truth = p[1][:, None] * p  # [V, V]: P(first a, second b)
+    counts, verified, n = torch.zeros(V, V), 0, 3000
+    for seed in range(n):
+        s = SamplingParams(temperature=1.0, seed=seed)
+        d = DraftModelDrafter(MarkovRunner(q.log()), V, s, DraftModelConfig(k=3, min_joint=0))
+        stats = Stats()
+        steps = list(generate(MarkovRunner(p.log()), prompt, Limits(3), d, stats=stats, sampling=s,
+                              sizer=DraftSizer(costs=copy.deepcopy(costs))))
+        out = [t for st in steps for t in st.tokens]
+        counts[out[0], out[1]] += 1
+        verified += stats.draft_tokens > 0
+    assert_follows(counts, truth)
+    assert verified > n // 3  # drafts were sent, so the trim's choice mattered
+
+
 @pytest.mark.parametrize("draft_kind, sized", [("close", False), ("far", False), ("close", True)])
 def test_sequences_ending_at_eos_follow_plain_sampling_with_a_draft_model(draft_kind, sized):
     """Whole sequences, end of text included: with token 3 as EOS and room for 4 tokens, a sampled run
