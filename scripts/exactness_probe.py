@@ -106,6 +106,10 @@ def main() -> None:
                     "(--method's rows) against one-token passes: the same statistics, for any method")
     ap.add_argument("--method", default="plain-sampled", help="with --outputs: whose rows")
     ap.add_argument("--repeats", default="", help="with --outputs: which repeats (e.g. 0,1; default all)")
+    ap.add_argument("--first-tokens", type=int, default=0, metavar="N",
+                    help="instead: N short runs per task (seeds 0..N-1, the prompt's cache reused), the first token's "
+                         "histogram against the target's distribution (chi-square), for plain sampling and the draft model")
+    ap.add_argument("--tasks", default="", help="with --first-tokens: task ids (comma-separated; default: --limit's)")
     args = ap.parse_args()
     if args.summary:
         print(summary(args.summary))
@@ -124,6 +128,10 @@ def main() -> None:
     if args.outputs:
         score_outputs(gen, args, tasks, rows_path)
         print(summary(rows_path))
+        return
+    if args.first_tokens:
+        chosen = [t for t in tasks if not args.tasks or t.id in args.tasks.split(",")]
+        first_tokens(gen, args, chosen, args.out / "first_tokens.jsonl")
         return
     for task in tasks:
         if task.id in done:
@@ -194,6 +202,61 @@ def score_outputs(gen, args, tasks, rows_path: Path) -> None:
                     stats = {"eos": (1.0 - m, v)}
                 fh.write(json.dumps({"task": key, "t": t, "drafted": False, "plain": stats}) + "\n")
         print(f"{key}: {len(seq)} tokens, {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def reuse_prefix(runner) -> None:
+    """Make a runner's reset + prefill of the same tokens as last time a rollback to them: many short runs
+    from one prompt without its prefill each time. Bit for bit what a fresh prefill gives (the same tensors)."""
+    real_reset, real_prefill, last = runner.reset, runner.prefill, {"tokens": None}
+
+    def prefill(tokens):
+        if last["tokens"] == list(tokens) and runner.length >= len(tokens):
+            runner.rollback(len(tokens))
+            return
+        real_reset()
+        real_prefill(tokens)
+        last["tokens"] = list(tokens)
+
+    runner.reset = lambda: None
+    runner.prefill = prefill
+
+
+def chi2_sf(x: float, df: int) -> float:
+    """P(chi-square with df degrees of freedom > x)."""
+    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64), torch.tensor(x / 2, dtype=torch.float64)))
+
+
+def first_tokens(gen, args, tasks, path: Path) -> None:
+    """N runs per task and method (plain sampling: 1 token; the draft model: 8, so that it drafts up to 7 as it would
+    in a longer answer); the first token's histogram against p_0 (tokens of p_0 >= 0.01
+    apart, the rest pooled), chi-square. Under exactness each method's statistic follows chi-square(df)."""
+    reuse_prefix(gen.runner)
+    reuse_prefix(gen.draft_runner)
+    for task in tasks:
+        prompt_ids = gen.encode_prompt(task.messages)
+        sampling = SamplingParams(temperature=args.temperature, seed=0)
+        p0 = next(one_token_rows(gen, prompt_ids, [None], sampling))  # [V]
+        big = [int(i) for i in torch.nonzero(p0 >= 0.01).flatten()]
+        expected = [float(p0[i]) for i in big] + [1.0 - float(p0[big].sum())]
+        for drafter in ("none", "draft-model"):
+            counts = [0] * len(expected)
+            t0 = time.perf_counter()
+            for seed in range(args.first_tokens):
+                res = gen.generate(task.messages, DecodeOptions(drafter=drafter, max_new_tokens=1 if drafter == "none" else 8,
+                                   sampling=SamplingParams(temperature=args.temperature, seed=seed)))
+                x = res.token_ids[0] if res.token_ids else -1
+                counts[big.index(x) if x in big else -1] += 1
+            n = args.first_tokens
+            stat = sum((c - n * e) ** 2 / (n * e) for c, e in zip(counts, expected) if e > 0)
+            df = len(expected) - 1
+            row = {"task": task.id, "drafter": drafter, "n": n, "tokens": [gen.tokenizer.decode([i]) for i in big] + ["(rest)"],
+                   "expected": [round(e, 4) for e in expected], "counts": counts, "chi2": round(stat, 2), "df": df,
+                   "p_value": chi2_sf(stat, df), "seconds": round(time.perf_counter() - t0, 1)}
+            with path.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            print(f"{task.id} {drafter}: chi2 {stat:.1f} (df {df}, p {row['p_value']:.3g}); rest {counts[-1]}/{n} "
+                  f"against {expected[-1]:.4f}; " + ", ".join(f"{t!r} {c}/{e:.3f}" for t, c, e in
+                                                              zip(row["tokens"], counts, expected)), flush=True)
 
 
 def summary(rows_path: Path) -> str:
