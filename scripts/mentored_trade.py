@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--skip", type=int, default=0, help="leave out each workload's first N tasks (held-out tasks)")
     ap.add_argument("--bounds", default=",".join(f"{b:g}" for b in BOUNDS), help="KL bounds, comma-separated")
     ap.add_argument("--relaxed", action=argparse.BooleanOptionalAction, default=True,
                     help="also run typical and threshold acceptance (--no-relaxed: fewer methods, more tasks an hour)")
@@ -45,7 +46,7 @@ def main() -> None:
         methods += [METHODS["typical-sampled"], METHODS["threshold-sampled"]]
     config = harness.BenchConfig(model=args.model, workloads=tuple(W.select(args.workloads)),
                                  methods=tuple(m.name for m in methods), out=Path(args.out), data=W.data_dir(),
-                                 draft_model=args.draft_model, limit=args.limit, max_new_tokens=args.max_new_tokens,
+                                 draft_model=args.draft_model, limit=args.limit, skip=args.skip, max_new_tokens=args.max_new_tokens,
                                  repeats=args.repeats, temperature=args.temperature, argv=("scripts/mentored_trade.py",))
     gen = quickdraft.load(args.model, draft_model=args.draft_model)
     harness.run(config, gen, methods=methods)

@@ -276,6 +276,7 @@ def test_slower_than_plain_lists_the_methods_and_runs_below_1x(smoke_run):
     (["--data", "/nonexistent/data"], "benchmark data folder not found"),
     (["--methods", "draft-model"], "need a draft model"),
     (["--temperature", "0"], "temperature"),
+    (["--skip", "-1"], "skip must be an integer >= 0"),
 ])
 def test_bad_options_fail_before_any_model_loads(args, message, data, tmp_path, capsys, monkeypatch):
     def no_load(*a, **k):
@@ -394,6 +395,19 @@ def test_a_list_of_methods_is_an_ab_run(bench_model, data, tmp_path):
     assert "lookup-short" in report.build(config.out).read_text()
     with pytest.raises(QuickdraftError, match="baselines plain are not among the methods"):
         harness.run(config, gen, methods=[a])
+
+
+def test_skip_runs_the_tasks_after_the_first_n(bench_model, data, tmp_path):
+    """--skip 2 --limit 2: the workload's tasks 3 and 4 (held-out tasks), named so in the report."""
+    import quickdraft
+
+    config = harness.prepare(str(bench_model), "summarization", "plain", tmp_path / "held-out", data=str(data),
+                             limit=2, skip=2, max_new_tokens=4, repeats=1, progress=False)
+    with one_thread():
+        harness.run(config, quickdraft.load(str(bench_model), progress=False))
+    first_four = [t.id for t in workloads.WORKLOADS["summarization"].load(data, 4)]
+    assert [r["task"] for r in harness.read_runs(config.out)] == first_four[2:]
+    assert "limit 2 tasks per workload after the first 2" in report.build(config.out).read_text()
 
 
 def test_the_ouroboros_ablation_is_a_method_list(bench_model, data, tmp_path):

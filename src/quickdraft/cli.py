@@ -277,7 +277,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .models import gguf_file, resolve
 
     command = ["quickdraft", "bench", "run", "--model", args.model, "--runner", args.runner, "--workloads", args.workloads, "--methods",
-               args.methods, "--limit", str(args.limit), "--max-new-tokens", str(args.max_new_tokens), "--repeats",
+               args.methods, "--limit", str(args.limit), *(["--skip", str(args.skip)] if args.skip else []), "--max-new-tokens", str(args.max_new_tokens), "--repeats",
                str(args.repeats), "--temperature", str(args.temperature), "--out", args.out]
     command += ["--draft-model", args.draft_model] if args.draft_model else []
     command += ["--draft-runner", args.draft_runner] if args.draft_runner else []
@@ -290,7 +290,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config = harness.prepare(args.model, args.workloads, args.methods, args.out, data=args.data,
                              draft_model=args.draft_model, draft_precision=args.draft_precision, runner=args.runner,
                              kernels=args.kernels, dtype=args.dtype, limit=args.limit,
-                             max_new_tokens=args.max_new_tokens, repeats=args.repeats, temperature=args.temperature,
+                             skip=args.skip, max_new_tokens=args.max_new_tokens, repeats=args.repeats, temperature=args.temperature,
                              progress=not args.no_progress, argv=command)
     gen = _load(args)
     def weights(name: str, kind: str):  # the files that ran: the GGUF itself on llama.cpp, no conversion
@@ -414,6 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--methods", default="all", help="comma-separated: " + ", ".join(BENCH_METHODS) + "; groups: "
                     + ", ".join(BENCH_METHOD_GROUPS) + " (default all; methods that cannot run are skipped with a note)")
     br.add_argument("--limit", type=int, default=5, help="tasks per workload (default 5)")
+    br.add_argument("--skip", type=int, default=0, metavar="N",
+                    help="leave out each workload's first N tasks (held-out tasks: --skip 20 --limit 20 runs tasks 21-40)")
     br.add_argument("--max-new-tokens", type=int, default=256)
     br.add_argument("--repeats", type=int, default=3, help="runs of every (task, method), interleaved (default 3)")
     br.add_argument("--temperature", type=float, default=0.7,

@@ -69,6 +69,7 @@ class BenchConfig:
     kernels: str = "auto"  # a transformers model's Linear layers (runners.hf.use_kernels)
     dtype: str = "auto"  # the transformers target's precision (options.LoadOptions)
     limit: int = 5
+    skip: int = 0  # tasks left out at the start of each workload (held-out tasks: skip 20, limit 20 runs tasks 21-40)
     max_new_tokens: int = 256
     repeats: int = 3
     temperature: float = 0.7  # sampled methods only (plain-sampled, draft-model-sampled, mentored-*)
@@ -80,6 +81,8 @@ class BenchConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise QuickdraftError(f"{name.replace('_', '-')} must be a positive integer; got {value!r}")
+        if isinstance(self.skip, bool) or not isinstance(self.skip, int) or self.skip < 0:
+            raise QuickdraftError(f"skip must be an integer >= 0; got {self.skip!r}")
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
                 or not 0 < self.temperature < float("inf"):
             raise QuickdraftError(f"temperature (of the sampled methods) must be a number > 0; got {self.temperature!r}")
@@ -91,14 +94,14 @@ class BenchConfig:
 def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: str | None = None,
             draft_model: str | None = None, draft_precision: str | None = None, runner: str = "transformers", kernels: str = "auto",
             dtype: str = "auto",
-            limit: int = 5, max_new_tokens: int = 256, repeats: int = 3, temperature: float = 0.7, progress: bool = True,
+            limit: int = 5, skip: int = 0, max_new_tokens: int = 256, repeats: int = 3, temperature: float = 0.7, progress: bool = True,
             argv: Sequence[str] = ()) -> BenchConfig:
     """Check every option (names, numbers, data files, resume compatibility) without loading a model."""
     config = BenchConfig(model=model, workloads=tuple(workloads_mod.select(workloads)),
                          methods=tuple(methods_mod.select(methods)), out=Path(out),
                          data=workloads_mod.data_dir(data), draft_model=draft_model,
                          draft_precision=draft_precision, runner=runner, kernels=kernels, dtype=dtype, limit=limit,
-                         max_new_tokens=max_new_tokens,
+                         skip=skip, max_new_tokens=max_new_tokens,
                          repeats=repeats, temperature=temperature, progress=progress, argv=tuple(argv))
     workloads_mod.check_files(config.data, list(config.workloads))
     # Methods asked for by name or group need their draft model; under "all" they are skipped with a note.
@@ -439,7 +442,8 @@ def plan(config: BenchConfig, session: Session, note: Callable[[str], None],
             note(f"method {name}: skipped: {why}")
         else:
             runnable.append(m)
-    tasks = {w: list(workloads_mod.WORKLOADS[w].load(config.data, config.limit)) for w in config.workloads}
+    tasks = {w: list(workloads_mod.WORKLOADS[w].load(config.data, config.skip + config.limit))[config.skip :]
+             for w in config.workloads}
     pred = [m.name for m in runnable if m.uses_prediction]
     no_pred = [w for w in config.workloads if not workloads_mod.WORKLOADS[w].has_prediction]
     if pred and no_pred:
@@ -486,7 +490,7 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
     meta["chat_template"] = session.chat
     meta.setdefault("invocations", []).append({
         "argv": list(config.argv), "started": _now(), "machine": machine_info(), "versions": versions(),
-        "workloads": list(config.workloads), "methods": [m.name for m in runnable], "limit": config.limit,
+        "workloads": list(config.workloads), "methods": [m.name for m in runnable], "limit": config.limit, "skip": config.skip,
         "repeats": config.repeats, "kernels": getattr(gen.runner, "kernels", None),
         "dtype": getattr(gen.runner, "dtype", None), "row_invariant": getattr(gen.runner, "row_invariant", None),
         "notes": summary.notes, "methods_skipped": [m.name for m in (methods or [METHODS[n] for n in config.methods])

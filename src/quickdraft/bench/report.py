@@ -159,6 +159,11 @@ def _failures(rows: list[dict], errors: list[dict]) -> list[str]:
     return lines
 
 
+def _skipped(invocation: dict) -> str:
+    """' after the first N' where the run left out each workload's first N tasks (bench --skip)."""
+    return f" after the first {invocation['skip']}" if invocation.get("skip") else ""
+
+
 def _kernels(invocation: dict) -> str:
     """The transformers runner's Linear kernels as the run recorded them (runs before they were
     recorded used torch's; a llama.cpp target records none)."""
@@ -197,7 +202,7 @@ def _setup(meta: dict, rows: list[dict]) -> list[str]:
         if any(r.get("sampled") for r in rows):
             mode += f" (sampled methods: temperature {cfg.get('temperature')})"
         lines.append(f"- Settings: {mode}, max_new_tokens {cfg.get('max_new_tokens')}, draft precision "
-                     f"{cfg.get('draft_precision')}, {_kernels(last)}limit {last.get('limit')} tasks per workload, repeats "
+                     f"{cfg.get('draft_precision')}, {_kernels(last)}limit {last.get('limit')} tasks per workload{_skipped(last)}, repeats "
                      f"{last.get('repeats')}, chat template {'applied' if meta.get('chat_template') else 'none (plain text)'}, "
                      f"data `{cfg.get('data')}`")
     kinds = {r.get("memory_measure") for r in rows if r.get("memory_measure")}
