@@ -174,6 +174,25 @@ def test_quality_difference_is_paired_by_task_and_repeat():
     assert hi - lo > 20  # unpaired, the same 5-point drop is lost in the spread of the tasks
 
 
+def test_quality_difference_with_repeats_resamples_tasks():
+    """Four repeats of three tasks whose differences are -6, 0 and +6 on every repeat: 12 pairs, but only 3
+    tasks' worth of evidence. The interval is the bootstrap of the 3 task means, wider than that of the 12
+    pairs would be."""
+    from quickdraft.bench.scoring import bootstrap
+
+    rows = []
+    for i, effect in enumerate((-6.0, 0.0, 6.0)):
+        for repeat in range(4):
+            for method, delta in (("plain-sampled", 0.0), ("exact", effect)):
+                rows.append({"workload": "w", "task": f"t{i}", "repeat": repeat, "method": method,
+                             "baseline": "plain-sampled", "scores": {"ROUGE-L": 20.0 + repeat + delta}, "speedup": 1.0})
+    cell = {line.split(" | ")[1]: line.split(" | ")[5] for line in report._quality_table(rows) if line.startswith("| w |")}
+    _, lo, hi = bootstrap([-6.0, 0.0, 6.0])
+    assert cell["exact"] == f"+0.0 [{lo:+.1f} to {hi:+.1f}], 12 (3 tasks)"
+    _, plo, phi = bootstrap([-6.0] * 4 + [0.0] * 4 + [6.0] * 4)
+    assert hi - lo > phi - plo
+
+
 def test_kl_used_is_shown_for_bounded_rules_only():
     """Typical and threshold acceptance spend KL nobody measures: their KL/token cell says so ("–") rather
     than 0, while a mentored method shows what it spent."""
