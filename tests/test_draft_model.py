@@ -337,6 +337,48 @@ def test_a_draft_model_that_stops_after_some_tokens_keeps_plain_sampling_with_th
     assert verified > n // 3  # drafts were sent, so the trim's choice mattered
 
 
+class TrimOnly(DraftSizer):
+    """A sizer that trims sampled drafts but never tells the drafter where it will cut (the drafter drafts on)."""
+
+    def keeps(self, rates):
+        return True
+
+
+def test_a_sampled_draft_stops_where_the_trim_will_cut_it():
+    """Under sampling the sizer tells the draft model where its causal trim cuts (DraftSizer.keeps), and the
+    draft model stops drafting there: the drafts sent are the ones the trim alone sends (same seed, same first
+    pass), made with fewer draft-model forwards. The draft model's own stops are off, so only the trim cuts."""
+    g = torch.Generator().manual_seed(8)
+    V = 6
+    table = torch.randn(V, V, generator=g) * 3.0  # [V, V] target logits given the current token
+    draft_table = table + torch.randn(V, V, generator=g) * 0.5  # [V, V]: a draft model, sometimes unsure
+    costs = seeded_costs(0.2)
+    config = DraftModelConfig(k=8, min_confidence=0, min_joint=0)
+    saved = sent = 0
+    for seed in range(200):
+        first = {}
+        for name, sizer_type in (("stops", DraftSizer), ("drafts on", TrimOnly)):
+            s = SamplingParams(temperature=1.0, seed=seed)
+            d = DraftModelDrafter(MarkovRunner(draft_table), V, s, config)
+            step = next(generate(MarkovRunner(table), [0, 1, 2], Limits(9), d, sampling=s,
+                                 sizer=sizer_type(costs=copy.deepcopy(costs))))
+            first[name] = step.verdict.draft
+        assert first["stops"].tokens == first["drafts on"].tokens  # what the trim sends is unchanged
+        assert first["stops"].forwards <= first["drafts on"].forwards
+        saved += first["drafts on"].forwards - first["stops"].forwards
+        sent += len(first["stops"].tokens)
+    assert saved > 100 and sent > 100  # forwards were saved, and drafts were still sent
+
+
+def test_greedy_drafts_are_not_stopped_by_the_trims_causal_rule(tiny):
+    """Greedy drafts are trimmed looking ahead (best_length over every confidence), so the engine gives the drafter
+    no causal stop there; one left from a sampled request is cleared."""
+    d = drafter(perturbed(tiny, 0.3))
+    d.keep = lambda rates: False
+    list(generate(HFRunner(tiny), prompt_of(5), Limits(4), d, sizer=DraftSizer()))
+    assert d.keep is None
+
+
 @pytest.mark.parametrize("draft_kind, sized", [("close", False), ("far", False), ("close", True)])
 def test_sequences_ending_at_eos_follow_plain_sampling_with_a_draft_model(draft_kind, sized):
     """Whole sequences, end of text included: with token 3 as EOS and room for 4 tokens, a sampled run

@@ -6,6 +6,7 @@ import math
 import random
 
 import pytest
+import torch
 
 from quickdraft.api import Generator
 from quickdraft.core import Draft
@@ -491,3 +492,25 @@ def test_replays_run_the_engine_on_a_virtual_clock():
 
     flat, steep = replay(lambda n: 1.0 + 0.02 * (n - 1)), replay(lambda n: float(n))
     assert flat.decode_s < steep.decode_s / 10  # the same passes, priced by each machine's costs
+
+
+def test_keeps_is_the_causal_trim_asked_token_by_token():
+    """DraftSizer.keeps(rates[:i]) is True for exactly the tokens that trim keeps of a sampled draft, up to its first
+    cut: the drafter may ask it while drafting and stop where the trim would cut."""
+    rng = random.Random(4)
+    for ratio in (0.05, 0.3, 0.7):
+        costs = PassCosts(decay=1.0)
+        for n in range(1, 34):
+            costs.record(n, 1.0 + ratio * (n - 1))
+        sizer = DraftSizer(costs=costs)
+        for _ in range(200):
+            rates = [rng.choice([0.2, 0.5, 0.8, 0.95, 0.99]) for _ in range(rng.randint(1, 12))]
+            draft = Draft(tokens=tuple(range(len(rates))), probs=torch.ones(len(rates), 2), source="draft-model",
+                          confidence=tuple(rates))
+            kept = len(sizer.trim(draft).tokens)
+            asked = next((i - 1 for i in range(1, len(rates) + 1) if not sizer.keeps(rates[:i])), len(rates))
+            assert asked == kept, (ratio, rates)
+
+
+def test_keeps_everything_before_passes_are_priced():
+    assert DraftSizer().keeps([0.01])  # trim sends an unpriced draft whole; the drafter must not stop either

@@ -90,6 +90,8 @@ def generate(
     runner.reset()
     runner.prefill(prompt[:-1])
     drafter.begin(prompt)
+    if hasattr(drafter, "keep"):  # sampled drafts are trimmed causally: the drafter can stop where the trim cuts
+        drafter.keep = sizer.keeps if sizer is not None and not sampling.greedy else None
     stats.prefill_s = clock() - t0
 
     context = list(prompt)

@@ -197,6 +197,15 @@ class DraftSizer:
         self._back_off(pause)
         return replace(draft, tokens=(), probs=None, parents=None, confidence=())
 
+    def keeps(self, rates: Sequence[float]) -> bool:
+        """Whether trim would keep the last token of a sampled draft whose tokens are rated `rates` so far (that
+        token's and those before it): the causal rule, which reads nothing drawn after that token, so a drafter
+        may ask before it drafts on and stop at the first token the trim would cut (DraftModelDrafter.keep).
+        True while the passes are not priced yet (trim then sends a draft whole)."""
+        if not self.costs.seconds(1) or len(self.costs.sizes()) < 2:
+            return True
+        return keeps_token(rates, lambda k: self.costs.seconds(k + 1, optimistic=True), max(self.costs.sizes()) - 1)
+
     def _judge_yield(self, source: str, tokens: int, seconds: float) -> None:
         """After a pass a rated source paid for (its output tokens: accepted + 1; its seconds: the pass and the
         drafting, a draft trimmed to nothing included): when its passes have yielded fewer tokens per second
@@ -267,9 +276,16 @@ def causal_length(rates: Sequence[float], seconds: Callable[[int], float], horiz
     distribution that of the target. Example: rates (0.5,), t(1) = 1, t(2) = t(3) = 1.65: horizon 1 keeps
     nothing (1.5 / 1.65 < 1), horizon 2 keeps the token ((1 + 0.5 + 0.25) / 1.65 > 1)."""
     for i in range(1, len(rates) + 1):
-        if best_length([*rates[:i], *repeat(rates[i - 1], max(0, horizon - i))], seconds) < i:
+        if not keeps_token(rates[:i], seconds, horizon):
             return i - 1
     return len(rates)
+
+
+def keeps_token(rates: Sequence[float], seconds: Callable[[int], float], horizon: int) -> bool:
+    """causal_length's test of the last of `rates`' tokens (token i = len(rates)): best_length, seeing r_1 .. r_i
+    and taking the tokens after it, up to `horizon` tokens in all, to be as likely as token i, keeps at least i."""
+    i = len(rates)
+    return best_length([*rates, *repeat(rates[-1], max(0, horizon - i))], seconds) >= i
 
 
 def best_count(gains: Sequence[float], seconds: Callable[[int], float], base: float = 1.0) -> int:

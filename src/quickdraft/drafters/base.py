@@ -17,6 +17,9 @@ class Drafter(Protocol):
 
     sizes_itself: bool   True for a drafter with its own draft-length rule, measured without the cost
                          cap (Ouroboros): draft_sizing "auto" leaves its drafts uncapped (sizing.sizing_for)
+    keep: Callable | None    where a drafter has it (the draft model), the engine sets it under sampling when
+                             a sizer trims the drafts: keep(rates) says whether the trim keeps a draft's last
+                             token given its rates so far (sizing.DraftSizer.keeps), to stop drafting there
     """
 
     def begin(self, prompt: Sequence[int]) -> None:

@@ -38,7 +38,7 @@ before token i is drawn, and under sampling the sizer cuts a draft by those of t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 
@@ -92,6 +92,11 @@ class DraftModelDrafter:
         self.forwards = 0  # draft-model forward passes over the whole request
         self.misses = [0.0, 0.0]  # decayed [rejections seen, rejections its confidences predicted], this request
         self._raw: list[float] = []  # the last draft's own probabilities
+        # Set by the engine when its sizer trims this drafter's sampled drafts (sizing.DraftSizer.keeps): whether
+        # the trim keeps the last of a draft's tokens given its rates so far. Drafting stops at the first token it
+        # would cut (that token stays in the draft for the trim to cut), so a draft the trim sends short or empty
+        # costs no draft-model forwards past that token. None: draft to the limits above.
+        self.keep: Callable[[Sequence[float]], bool] | None = None
 
     def begin(self, prompt: Sequence[int]) -> None:
         self.runner.reset()
@@ -132,6 +137,8 @@ class DraftModelDrafter:
             self._raw.append(raw)
             if row is not None:
                 rows.append(row)
+            if self.keep is not None and not self.keep(confidences):
+                break  # the sizer cuts the draft here: drafting on would buy nothing
             new = [token]
         self.forwards += forwards
         probs = torch.stack(rows) if rows else None  # [len(tokens), vocab_size] under sampling
