@@ -12,12 +12,14 @@ as in `quickdraft bench run`). Greedy outputs must all be identical.
 --compare yield: the draft model without the measured-yield skip (DraftSizer.min_yield_evidence = inf:
   its drafting is never skipped for passes that yielded less than plain ones) against the default;
   with --temperature T both sample (speculative sampling beside plain sampling, one seed per task).
+--compare stop: sampled drafts drafted on past the token where the sizer's causal trim cuts them (a DraftSizer
+  whose keeps() always says yes) against the default, which stops drafting there; use with --temperature T.
 
 Each comparison is a list of methods run by the benchmark's own loop (harness.run: interleaved and
 rotated per task, outputs checked against plain decoding, runs.jsonl and report.md in --out).
 
 Usage: .venv/bin/python scripts/ab_draft_sizing.py --workloads mt_bench,humaneval --limit 3
-         [--compare sizing|confidence|trim|yield] [--temperature T] [--model qwen2.5-coder-1.5b]
+         [--compare sizing|confidence|trim|yield|stop] [--temperature T] [--model qwen2.5-coder-1.5b]
          [--draft-model qwen2.5-coder-0.5b] [--max-new-tokens 128] [--out bench-out/ab-draft-sizing]
 """
 
@@ -39,6 +41,17 @@ from quickdraft.drafters.draft_model import DraftModelConfig
 from quickdraft.sizing import DraftSizer
 
 NO_YIELD = "draft-model-no-yield"  # run with the measured-yield skip off (below)
+NO_STOP = "draft-model-no-stop"  # run with sampled drafts drafted on past where the trim cuts (below)
+
+
+class TrimOnly(DraftSizer):
+    """The sizer as before DraftSizer.keeps: sampled drafts are trimmed, the drafter is never told where."""
+
+    def keeps(self, rates) -> bool:
+        return True
+
+
+SIZERS = {NO_YIELD: partial(DraftSizer, min_yield_evidence=math.inf), NO_STOP: TrimOnly}
 
 COMPARE = {
     "sizing": [
@@ -58,6 +71,11 @@ COMPARE = {
         Method("draft-model", "quickdraft", "draft model, defaults", options=(("drafter", "draft-model"),)),
         METHODS["hf-assisted"],
     ],
+    "stop": [
+        Method(NO_STOP, "quickdraft", "draft model, drafting on past where the trim cuts (before keeps)",
+               options=(("drafter", "draft-model"),)),
+        Method("draft-model", "quickdraft", "draft model, defaults", options=(("drafter", "draft-model"),)),
+    ],
     "yield": [
         Method(NO_YIELD, "quickdraft", "draft model, never skipped for its measured yield",
                options=(("drafter", "draft-model"),)),
@@ -67,10 +85,11 @@ COMPARE = {
 
 
 def _run_quickdraft(session, method: Method, messages, prediction, seed: int):
-    """The benchmark's quickdraft engine; for NO_YIELD methods with DraftSizer's yield rule off."""
-    if not method.name.startswith(NO_YIELD):
+    """The benchmark's quickdraft engine; for NO_YIELD and NO_STOP methods with their SIZERS."""
+    sizer = next((make for prefix, make in SIZERS.items() if method.name.startswith(prefix)), None)
+    if sizer is None:
         return RUN_QUICKDRAFT(session, method, messages, prediction, seed)
-    with mock.patch.object(quickdraft.api, "DraftSizer", partial(DraftSizer, min_yield_evidence=math.inf)):
+    with mock.patch.object(quickdraft.api, "DraftSizer", sizer):
         return RUN_QUICKDRAFT(session, method, messages, prediction, seed)
 
 

@@ -49,7 +49,9 @@ by the rates of tokens 1 .. i alone, since c_(i+1) is the draft model's confiden
 and a cut that depended on token i would bias which tokens come out (speculative sampling stays lossless
 only if whether a token is verified does not depend on that token). For the same reason it does not read
 how long the draft is: the draft model stops early when it doubts its next token, a doubt that follows
-token i. A confident draft keeps its length
+token i. Since that rule reads nothing drawn after token i, the sizer also tells the draft model as it
+drafts (DraftSizer.keeps), and it stops at the first token the trim will cut: the same draft is sent, and
+the draft-model forwards past that token are not spent. A confident draft keeps its length
 where a rate averaged over the request would cut it, and a doubtful one is not sent. When nothing is
 worth sending, the source also pauses: it is asked for no draft for 1 pass, then 2, 4, ... up to
 `backoff_max` after each further such draft, and back to 1 after a draft worth sending; on prose

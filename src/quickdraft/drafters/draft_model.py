@@ -32,7 +32,8 @@ scaled by the request's own misses (`calibrated`: on code the draft model is rig
 it says), and the engine's sizer sends only the prefix worth a pass (sizing.py). The rules depend
 only on the draft model's own state, so they change speed, never the output (exact under greedy,
 lossless under sampling: the confidence of token i is the top probability of its distribution, known
-before token i is drawn, and under sampling the sizer cuts a draft by those of the tokens up to i only).
+before token i is drawn, and under sampling the sizer cuts a draft by those of the tokens up to i only;
+the drafter asks it as it drafts, `keep`, and stops at the first token it cuts).
 """
 
 from __future__ import annotations
