@@ -1,5 +1,5 @@
 """Speculative sampling against plain sampling, ROUGE-L, paired by (task, repeat): the held-out summaries
-(tasks 21-40, this folder's runs.jsonl) beside the first 20 (../2026-11-25-exact-recheck2), and both together.
+(tasks 21 on, this folder's runs.jsonl) beside the first 20 (../2026-11-25-exact-recheck2), and both together.
 Intervals resample tasks (each task's mean difference over its repeats), as the bench report does.
 
     .venv/bin/python docs/results/2026-11-25-exact-heldout/pooled.py
@@ -38,6 +38,7 @@ print("| tasks | tasks | pairs | exact minus plain, ROUGE-L [95 %, tasks resampl
 print("|---|---|---|---|---|")
 print(line("first 20 (241-260), 4 seeds", first))
 print(line("first 20, seeds 0-1", first_two))
-print(line("held out (261-280)", held_out))
-print(line("all 40, seeds as run", {**first, **held_out}))
-print(line("all 40, seeds 0-1", {**first_two, **held_out}))
+ids = sorted(int(t.rsplit("-", 1)[1]) for t in held_out)
+print(line(f"held out ({ids[0]}-{ids[-1]})", held_out))
+print(line(f"all {len(first) + len(held_out)}, seeds as run", {**first, **held_out}))
+print(line(f"all {len(first) + len(held_out)}, seeds 0-1", {**first_two, **held_out}))
