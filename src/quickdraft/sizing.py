@@ -183,16 +183,12 @@ class DraftSizer:
         if draft.confidence is None or not len(draft):
             return draft
         pause = self._pause.setdefault(draft.source, [0, 1])  # from now on its drafts are not capped beforehand
-        t1 = self.costs.seconds(1)
-        if not t1 or len(self.costs.sizes()) < 2:  # not yet priced: sent whole (whatever its length)
+        if not self._priced():  # not yet priced: sent whole (whatever its length)
             return draft
-        def seconds(k: int) -> float:
-            return self.costs.seconds(k + 1, optimistic=True)
-
         if draft.probs is None:
-            best_k = best_length(draft.confidence, seconds)
+            best_k = best_length(draft.confidence, self._draft_seconds)
         else:  # sampled: looking ahead no further than the longest pass measured, whatever was drafted
-            best_k = causal_length(draft.confidence, seconds, horizon=max(self.costs.sizes()) - 1)
+            best_k = causal_length(draft.confidence, self._draft_seconds, horizon=max(self.costs.sizes()) - 1)
         if best_k:
             pause[1] = 1
             return draft.head(best_k)
@@ -204,9 +200,17 @@ class DraftSizer:
         token's and those before it): the causal rule, which reads nothing drawn after that token, so a drafter
         may ask before it drafts on and stop at the first token the trim would cut (DraftModelDrafter.keep).
         True while the passes are not priced yet (trim then sends a draft whole)."""
-        if not self.costs.seconds(1) or len(self.costs.sizes()) < 2:
+        if not self._priced():
             return True
-        return keeps_token(rates, lambda k: self.costs.seconds(k + 1, optimistic=True), max(self.costs.sizes()) - 1)
+        return keeps_token(rates, self._draft_seconds, max(self.costs.sizes()) - 1)
+
+    def _priced(self) -> bool:
+        """Whether enough pass sizes are measured to trim a rated draft."""
+        return bool(self.costs.seconds(1)) and len(self.costs.sizes()) >= 2
+
+    def _draft_seconds(self, k: int) -> float:
+        """What a pass with a k-token draft costs, taken optimistically past the largest size measured (trim)."""
+        return self.costs.seconds(k + 1, optimistic=True)
 
     def _judge_yield(self, source: str, tokens: int, seconds: float) -> None:
         """After a pass a rated source paid for (its output tokens: accepted + 1; its seconds: the pass and the
