@@ -440,7 +440,7 @@ def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
     from .options import RUNNERS
 
     p.add_argument("--runner", choices=RUNNERS, default="transformers",
-                   help="transformers (float32; the default) or llama.cpp (runs the GGUF as it is, 4-bit, with "
+                   help="transformers (the default; precision: --dtype) or llama.cpp (runs the GGUF as it is, 4-bit, with "
                    "kernels chosen for exact drafting; see docs/llamacpp.md)")
     p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     p.add_argument("--draft-model", metavar="M", help="a smaller model with the same tokenizer (alias, folder or .gguf) "
