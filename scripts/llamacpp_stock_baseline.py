@@ -40,7 +40,7 @@ def cmd_prompts(args: argparse.Namespace) -> None:
     data = workloads.data_dir(args.data)
     rows = []
     for name in workloads.select(args.workloads):
-        for task in workloads.WORKLOADS[name].load(data, args.limit):
+        for task in list(workloads.WORKLOADS[name].load(data, args.skip + args.limit))[args.skip :]:
             rows.append({"workload": name, "task": task.id, "prompt_ids": tok.encode_chat(list(task.messages))})
     json.dump({"model": args.model, "gguf": str(gguf), "eos": sorted(tok.eos_token_ids), "prompts": rows},
               open(args.out, "w"))
@@ -57,10 +57,14 @@ def cmd_run(args: argparse.Namespace) -> None:
     limits = dict(kv.split("=") for kv in args.max_new_tokens.split(","))
     eos = set(doc["eos"])
     threads = len(os.sched_getaffinity(0))
-    engines = {  # built as the bench builds its llama.cpp baselines (AMX repack off where it crashes)
-        "stock-plain": stock_llama(doc["gguf"], n_ctx=args.n_ctx, threads=threads),
-        "stock-prompt-lookup": stock_llama(doc["gguf"], n_ctx=args.n_ctx, threads=threads, num_pred_tokens=10),
+    builds = {  # built as the bench builds its llama.cpp baselines (AMX repack off where it crashes)
+        "stock-plain": lambda: stock_llama(doc["gguf"], n_ctx=args.n_ctx, threads=threads),
+        "stock-prompt-lookup": lambda: stock_llama(doc["gguf"], n_ctx=args.n_ctx, threads=threads, num_pred_tokens=10),
     }
+    unknown = sorted(set(args.methods.split(",")) - set(builds))
+    if unknown:
+        sys.exit(f"unknown method(s) {', '.join(unknown)}: choose from {', '.join(builds)}")
+    engines = {m: builds[m]() for m in args.methods.split(",")}
     info = __import__("llama_cpp").llama_print_system_info().decode()
     with open(args.out, "a") as sink:
         for repeat in range(args.repeats):
@@ -97,6 +101,7 @@ def main() -> None:
     a.add_argument("--model", default="qwen2.5-coder-0.5b")
     a.add_argument("--workloads", default="refactor,summarization")
     a.add_argument("--limit", type=int, default=5)
+    a.add_argument("--skip", type=int, default=0, help="tasks left out at the start of each workload (as bench --skip)")
     a.add_argument("--data", default=None)
     a.add_argument("--out", required=True)
     a.set_defaults(func=cmd_prompts)
@@ -105,6 +110,7 @@ def main() -> None:
     b.add_argument("--max-new-tokens", required=True, help="per workload, e.g. refactor=512,summarization=200")
     b.add_argument("--n-ctx", type=int, default=16384)
     b.add_argument("--repeats", type=int, default=1)
+    b.add_argument("--methods", default="stock-plain,stock-prompt-lookup")
     b.add_argument("--out", required=True)
     b.set_defaults(func=cmd_run)
     args = p.parse_args()

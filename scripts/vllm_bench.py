@@ -11,7 +11,7 @@ unless --prefix-caching, so that no method finds its prompts prefilled by the on
     vllm-quickdraft-unsized   the same with --draft-sizing off (methods .../off): drafts as the drafters make them
 then quickdraft's own engine in this process, one client: qd-prediction (edits), qd-lookup (every task).
 
-Tasks: the first --limit tasks of refactor, edit_eval and summarization (../shared/data), greedy,
+Tasks: the first --limit tasks (after --skip) of refactor, edit_eval and summarization (../shared/data), greedy,
 --max-new-tokens each. At concurrency c, c requests are sent at once (task i % tasks for request i), so
 each request's latency and the batch's throughput are measured under that load; --mixes says which tasks
 the concurrent batches draw from: "all" (every workload; not for predictions, which need an edit) and
@@ -43,9 +43,9 @@ PORT = 8391
 EDITS = ("refactor", "edit_eval")
 
 
-def tasks(limit: int, names: list[str]) -> list[tuple[str, W.Task]]:
+def tasks(limit: int, names: list[str], skip: int = 0) -> list[tuple[str, W.Task]]:
     data = W.data_dir()
-    return [(name, t) for name in names for t in W.WORKLOADS[name].load(data, limit)]
+    return [(name, t) for name in names for t in list(W.WORKLOADS[name].load(data, skip + limit))[skip:]]
 
 
 def request(url: str, name: str, task: W.Task, method: str, max_tokens: int) -> dict:
@@ -75,7 +75,7 @@ def request(url: str, name: str, task: W.Task, method: str, max_tokens: int) -> 
 
 def run_server(config: str, argv: list[str], methods: list[str], work: list, args, sink, reference: dict) -> None:
     log = Path(args.out) / f"{config}.log"
-    env = {"VLLM_CPU_KVCACHE_SPACE": str(args.kv_cache_gib)}
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(args.kv_cache_gib), **dict(kv.split("=", 1) for kv in args.vllm_env.split())}
     with launched(argv, log, env) as proc:
         t0 = time.perf_counter()
         url = wait_ready(proc, PORT, log, timeout=900)
@@ -99,7 +99,7 @@ def run_server(config: str, argv: list[str], methods: list[str], work: list, arg
                     key = (name, task.id)
                     if method == "vllm-plain" and c == 1:
                         reference[key] = row["text"]
-                    out = {"engine": "vllm", "server": config, "method": method, "clients": c, "mix": mix, "workload": name,
+                    out = {"engine": "vllm", "server": config, "vllm_env": args.vllm_env, "method": method, "clients": c, "mix": mix, "workload": name,
                            "task": task.id, "batch_wall_s": round(wall, 3), "cpu": describe(),
                            "identical": row["text"] == reference[key] if key in reference else None, **row}
                     out.pop("text")
@@ -146,7 +146,9 @@ def report(out: Path) -> None:
                 f" | {f'{acc / steps:.2f}' if steps else ''} | {f'{sum(ident)}/{len(ident)}' if ident else ''} |")
 
     lines = ["# vLLM with and without quickdraft", "", f"CPU: {rows[0]['cpu']}. Rows: runs.jsonl; command: "
-             "scripts/vllm_bench.py (docs/vllm.md).", "", "## One client, per workload", "",
+             "scripts/vllm_bench.py (docs/vllm.md).", "",
+             "vLLM's environment: " + (", ".join(sorted({r["vllm_env"] for r in rows if r.get("vllm_env")})) or
+                                       "as the server found it (vLLM's defaults)") + ".", "", "## One client, per workload", "",
              "Latency: seconds per request, end to end (prefill included). Throughput: tokens / summed latency. "
              "Accepted per step: accepted draft tokens per verify step (vLLM: steps with a draft; quickdraft: "
              "target passes). Identical: text equal to vllm-plain's.", "",
@@ -200,6 +202,7 @@ def main() -> None:
     p.add_argument("--model", default="qwen2.5-coder-0.5b")
     p.add_argument("--out", required=True)
     p.add_argument("--limit", type=int, default=3, help="tasks per workload (default 3)")
+    p.add_argument("--skip", type=int, default=0, help="tasks left out at the start of each workload (held-out runs)")
     p.add_argument("--workloads", default="refactor,edit_eval,summarization")
     p.add_argument("--max-new-tokens", type=int, default=512)
     p.add_argument("--clients", default="1,4,16", help="concurrency levels (default 1,4,16)")
@@ -211,6 +214,8 @@ def main() -> None:
     p.add_argument("--quickdraft-methods", default="vllm+qd-prediction,vllm+qd-lookup",
                    help="methods on the quickdraft servers (also vllm+qd-prediction+lookup)")
     p.add_argument("--prefix-caching", action="store_true", help="leave vLLM's prefix caching on (default: off)")
+    p.add_argument("--vllm-env", default="", help="KEY=VALUE ... set for every vLLM server (e.g. VLLM_CPU_NUM_OF_RESERVED_CPU=0, "
+                   "LD_PRELOAD=...: docs/vllm.md, 'vLLM's own CPU settings')")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args()
     out = Path(args.out)
@@ -220,7 +225,7 @@ def main() -> None:
     args.clients = [int(c) for c in args.clients.split(",")]
     args.mixes = args.mixes.split(",")
     folder = str(models.resolve(args.model, progress=False))
-    work = tasks(args.limit, args.workloads.split(","))
+    work = tasks(args.limit, args.workloads.split(","), args.skip)
     python = vllm_python()
     # Without prefix caching: every request pays its own prefill, whichever method ran its prompt before (with it,
     # a server's second method on the same tasks skipped most of its prefills).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,7 @@ from quickdraft.tokenizer import HFTokenizer
 pytestmark = pytest.mark.real_model
 
 ALIAS = "smollm2-135m"
+ROOT = Path(__file__).resolve().parents[1]
 N = 48
 PROMPTS = [
     [{"role": "user", "content": "Write a Python function that adds two numbers."}],
@@ -357,6 +359,25 @@ def test_bench_llama_cpp_baselines_use_the_stock_construction(gguf, tmp_path, mo
     machine = json.loads((tmp_path / "run.json").read_text())["invocations"][-1]["machine"]
     assert machine["cpu_flags"] == cpu_info()["flags"] and machine["llamacpp_stock_repack"] is repack_allowed()
     assert f"[{' '.join(cpu_info()['flags'])}]" in (tmp_path / "report.md").read_text()
+
+
+def test_stock_baseline_script_takes_held_out_tasks_and_the_methods_asked(gguf, tmp_path):
+    """scripts/llamacpp_stock_baseline.py (the stock llama.cpp build's baseline, docs/runtime.md): `prompts --skip N`
+    writes the tasks after the first N, as `bench --skip` runs them; `run --methods` runs only those asked, and an
+    unknown one is refused before any model loads."""
+    script = [sys.executable, str(ROOT / "scripts" / "llamacpp_stock_baseline.py")]
+    prompts = tmp_path / "prompts.json"
+    subprocess.run(script + ["prompts", "--model", str(gguf), "--workloads", "edit_eval", "--skip", "2", "--limit", "1",
+                             "--out", str(prompts)], check=True, capture_output=True)
+    assert [r["task"] for r in json.loads(prompts.read_text())["prompts"]] == ["EditEval/2"]
+    out = tmp_path / "stock.jsonl"
+    subprocess.run(script + ["run", "--prompts", str(prompts), "--max-new-tokens", "edit_eval=3", "--n-ctx", "1024",
+                             "--methods", "stock-plain", "--out", str(out)], check=True, capture_output=True)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["task"], r["method"]) for r in rows] == [("EditEval/2", "stock-plain")] and rows[0]["completion_tokens"] <= 3
+    bad = subprocess.run(script + ["run", "--prompts", str(prompts), "--max-new-tokens", "edit_eval=3", "--methods",
+                                   "stock-beam", "--out", str(tmp_path / "bad.jsonl")], capture_output=True, text=True)
+    assert bad.returncode != 0 and "unknown method(s) stock-beam" in bad.stderr and not (tmp_path / "bad.jsonl").exists()
 
 
 def test_runner_without_llama_cpp_python_says_how_to_add_it(monkeypatch, capsys):
