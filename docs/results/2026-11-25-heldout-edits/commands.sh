@@ -35,3 +35,7 @@ python3 docs/results/2026-11-25-heldout-edits/summary.py > docs/results/2026-11-
 
 # n-gram with numba held to one thread (vllm-settings/r0-pre-numba1.jsonl)
 .venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-r0-pre-numba1 --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-ngram --vllm-env "VLLM_CPU_NUM_OF_RESERVED_CPU=0 NUMBA_NUM_THREADS=1 $PRE"
+
+# quickdraft's proposer with each setting alone (vllm-settings/qd-pre.jsonl, qd-r0.jsonl)
+.venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-qd-pre --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-quickdraft --quickdraft-methods vllm+qd-prediction --vllm-env "$PRE"
+.venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-qd-r0 --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-quickdraft --quickdraft-methods vllm+qd-prediction --vllm-env "VLLM_CPU_NUM_OF_RESERVED_CPU=0"
