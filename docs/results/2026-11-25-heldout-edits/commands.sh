@@ -39,3 +39,7 @@ python3 docs/results/2026-11-25-heldout-edits/summary.py > docs/results/2026-11-
 # quickdraft's proposer with each setting alone (vllm-settings/qd-pre.jsonl, qd-r0.jsonl)
 .venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-qd-pre --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-quickdraft --quickdraft-methods vllm+qd-prediction --vllm-env "$PRE"
 .venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-qd-r0 --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-quickdraft --quickdraft-methods vllm+qd-prediction --vllm-env "VLLM_CPU_NUM_OF_RESERVED_CPU=0"
+
+# 16 concurrent clients, the first 3 refactor + 3 EditEval tasks in turn (vllm-16-clients/), both cores / vLLM's defaults
+.venv/bin/python scripts/vllm_bench.py --model qwen2.5-coder-0.5b --out bench-out/vllm-16-r0 --limit 3 --workloads refactor,edit_eval --max-new-tokens 512 --clients 16 --mixes edits --servers vllm-plain,vllm-quickdraft --quickdraft-methods vllm+qd-prediction --vllm-env "VLLM_CPU_NUM_OF_RESERVED_CPU=0"
+.venv/bin/python scripts/vllm_bench.py --model qwen2.5-coder-0.5b --out bench-out/vllm-16-default --limit 3 --workloads refactor,edit_eval --max-new-tokens 512 --clients 16 --mixes edits --servers vllm-plain,vllm-quickdraft --quickdraft-methods vllm+qd-prediction
