@@ -37,7 +37,7 @@ import openai
 from quickdraft import models
 from quickdraft.bench import workloads as W
 from quickdraft.cpu import describe
-from quickdraft.vllm.serve import launched, vllm_python, wait_ready
+from quickdraft.vllm.serve import cpu_settings, launched, vllm_python, wait_ready
 
 PORT = 8391
 EDITS = ("refactor", "edit_eval")
@@ -148,7 +148,7 @@ def report(out: Path) -> None:
     lines = ["# vLLM with and without quickdraft", "", f"CPU: {rows[0]['cpu']}. Rows: runs.jsonl; command: "
              "scripts/vllm_bench.py (docs/vllm.md).", "",
              "vLLM's environment: " + (", ".join(sorted({r["vllm_env"] for r in rows if r.get("vllm_env")})) or
-                                       "as the server found it (vLLM's defaults)") + ".", "", "## One client, per workload", "",
+                                       "vLLM's defaults") + ".", "", "## One client, per workload", "",
              "Latency: seconds per request, end to end (prefill included). Throughput: tokens / summed latency. "
              "Accepted per step: accepted draft tokens per verify step (vLLM: steps with a draft; quickdraft: "
              "target passes). Identical: text equal to vllm-plain's.", "",
@@ -222,6 +222,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     if args.report_only:
         return report(out)
+    # every server gets what `quickdraft serve --engine vllm` gives vLLM (cpu_settings: all cores on a small machine),
+    # then --vllm-env; the rows record the result
+    args.vllm_env = " ".join([f"{k}={v}" for k, v in cpu_settings().items()] + args.vllm_env.split())
     args.clients = [int(c) for c in args.clients.split(",")]
     args.mixes = args.mixes.split(",")
     folder = str(models.resolve(args.model, progress=False))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import random
 import socket
@@ -109,6 +110,21 @@ def test_serve_config_and_command():
                          (dict(vllm_args=("--port", "1")), "must not set --port"), (dict(drafter="x"), "drafter must be")):
         with pytest.raises(QuickdraftError, match=message):
             ServeConfig(model="/m", served_name="m", **bad)
+
+
+def test_small_machines_give_vllm_every_core_unless_the_caller_chose():
+    """vLLM keeps one core of a 2-core machine for its scheduler; the launcher (and the tests' and bench's plain
+    servers, through the same function) lets it compute on both, unless the caller set the variable."""
+    from quickdraft.vllm.serve import cpu_settings, environment
+
+    assert cpu_settings({}, cpus=2) == {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    assert cpu_settings({}, cpus=64) == {}
+    assert cpu_settings({"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}, cpus=2) == {}
+    env = environment(ServeConfig(model="/m", served_name="m"))  # what the launcher starts vLLM with, here
+    if "VLLM_CPU_NUM_OF_RESERVED_CPU" in os.environ:
+        assert env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"]
+    else:
+        assert env.get("VLLM_CPU_NUM_OF_RESERVED_CPU") == cpu_settings().get("VLLM_CPU_NUM_OF_RESERVED_CPU")
 
 
 def test_cli_refuses_engine_only_options_before_any_work(capsys):
@@ -250,7 +266,8 @@ def _free_port() -> int:
 
 @contextmanager
 def running(argv: list[str], log: Path, port: int):
-    with launched(argv, log, env={"VLLM_CPU_KVCACHE_SPACE": "1"}) as proc:
+    # the plain servers get what the launcher gives quickdraft's (serve.cpu_settings): the same threads, the same sums
+    with launched(argv, log, env={"VLLM_CPU_KVCACHE_SPACE": "1", **serve.cpu_settings()}) as proc:
         yield proc
 
 

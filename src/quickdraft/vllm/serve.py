@@ -84,8 +84,27 @@ def command(config: ServeConfig, python: str) -> list[str]:
     return argv + list(config.vllm_args)
 
 
+SMALL_MACHINE_CPUS = 4  # at most this many CPUs: vLLM's CPU worker computes on all of them (cpu_settings)
+
+
+def cpu_settings(environ: dict[str, str] | None = None, cpus: int | None = None) -> dict[str, str]:
+    """What vLLM's CPU build is started with on a small machine, unless the caller set it already.
+
+    vLLM's CPU worker keeps one core for its scheduler process and computes on the rest: on 2 cores, on one.
+    Measured on a 2-core AMD EPYC (docs/vllm.md, "vLLM's own CPU settings"): with VLLM_CPU_NUM_OF_RESERVED_CPU=0
+    quickdraft's proposer finished four held-out edits in 16.7 s instead of 37.3 s, and 16 concurrent clients ran
+    1.76x faster, plain vLLM and the proposer alike. Both servers of a comparison must get the same setting: the
+    number of threads changes how float32 sums are split."""
+    environ = os.environ if environ is None else environ
+    cpus = cpus if cpus is not None else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if "VLLM_CPU_NUM_OF_RESERVED_CPU" in environ or (cpus or 0) > SMALL_MACHINE_CPUS:
+        return {}
+    return {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+
+
 def environment(config: ServeConfig) -> dict[str, str]:
-    return {**os.environ, DRAFTER_ENV: config.drafter, POLICY_ENV: config.policy, SIZING_ENV: config.sizing}
+    return {**os.environ, **cpu_settings(), DRAFTER_ENV: config.drafter, POLICY_ENV: config.policy,
+            SIZING_ENV: config.sizing}
 
 
 def split_args(text: str | None) -> tuple[str, ...]:
