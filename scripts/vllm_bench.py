@@ -18,6 +18,10 @@ the concurrent batches draw from: "all" (every workload; not for predictions, wh
 "edits" (the edit tasks only, every method: the like-for-like comparison for predictions). Every vLLM output is
 compared with vllm-plain's single-client output of the same task (identical, token for token of text).
 
+Every vLLM server gets what `quickdraft serve --engine vllm` gives vLLM (serve.cpu_settings: on a machine of up to
+4 CPUs, VLLM_CPU_NUM_OF_RESERVED_CPU=0, since 2026-11-25), then --vllm-env; `--vllm-env
+VLLM_CPU_NUM_OF_RESERVED_CPU=1` gives vLLM's own default, with which every run before that date was made.
+
 Writes OUT/runs.jsonl (one row per request), OUT/report.md (tables) and OUT/plots/*.png. Timings depend
 on the machine: the report names the CPU and its flags.
 """

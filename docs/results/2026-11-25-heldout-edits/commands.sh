@@ -1,5 +1,7 @@
 # Held-out edits (refactor and EditEval tasks 4-11), 2026-11-25, AMD EPYC CPU family 25 model 17
 # [avx2 fma avx512f avx512_vnni avx512_bf16], 2 cores, no AMX. Run one after another, nothing else running.
+# These ran before 119f662. Since then vllm_bench gives every vLLM server VLLM_CPU_NUM_OF_RESERVED_CPU=0 on a
+# machine of up to 4 CPUs: add --vllm-env VLLM_CPU_NUM_OF_RESERVED_CPU=1 to reproduce the rows made with vLLM's defaults.
 
 # quickdraft (bf16 by auto), with llama.cpp in the same process (quickdraft's llamafile-free build)
 .venv/bin/quickdraft bench run --model qwen2.5-coder-0.5b --workloads refactor,edit_eval --skip 3 --limit 8 --repeats 1 \
