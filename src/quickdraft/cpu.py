@@ -11,6 +11,7 @@ and these flags, and code that must choose by CPU asks here.
 
 from __future__ import annotations
 
+import os
 import platform
 from pathlib import Path
 from typing import Any
@@ -53,3 +54,11 @@ def has_native_bf16(info: dict[str, Any] | None = None) -> bool:
     """Whether the CPU computes bf16 dot products in hardware (AVX512_BF16 or AMX)."""
     flags = (cpu_info() if info is None else info)["flags"]
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (not the machine's total when pinned to fewer)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

@@ -49,6 +49,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..cpu import usable_cores
 from ..errors import ModelError, QuickdraftError, UnsupportedModelError
 from ..tokenizer import render_chat_template
 
@@ -67,14 +68,6 @@ def _llama() -> Any:
             f"the llama.cpp runner needs llama-cpp-python, built without llamafile: {REBUILD}; it compiles "
             "llama.cpp, about 8 minutes on 2 cores") from None
     return llama_cpp
-
-
-def default_threads() -> int:
-    """The cores this process may run on (not the machine's total when pinned to fewer)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 _backend_ready = False
@@ -193,7 +186,7 @@ class LlamaCppRunner:
                 "draft-and-verify needs a KV cache that can be cut back to the accepted length")
         self.max_context: int = config.max_context or min(model.n_ctx_train or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT)
         self.vocab_size: int = model.n_vocab
-        self.threads = config.threads or default_threads()
+        self.threads = config.threads or usable_cores()
         self.n_batch = min(config.n_batch, self.max_context)
         params = ll.llama_context_default_params()
         params.n_ctx = self.max_context

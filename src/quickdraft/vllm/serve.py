@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from ..cpu import usable_cores
 from ..errors import QuickdraftError
 from .patches import PROPOSER
 from .proposer import DRAFTER_ENV, POLICY_ENV, SIZING_ENV, check_server_defaults
@@ -96,8 +97,8 @@ def cpu_settings(environ: dict[str, str] | None = None, cpus: int | None = None)
     1.76x faster, plain vLLM and the proposer alike. Both servers of a comparison must get the same setting: the
     number of threads changes how float32 sums are split."""
     environ = os.environ if environ is None else environ
-    cpus = cpus if cpus is not None else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if "VLLM_CPU_NUM_OF_RESERVED_CPU" in environ or (cpus or 0) > SMALL_MACHINE_CPUS:
+    cpus = usable_cores() if cpus is None else cpus
+    if "VLLM_CPU_NUM_OF_RESERVED_CPU" in environ or cpus > SMALL_MACHINE_CPUS:
         return {}
     return {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 
