@@ -20,6 +20,11 @@ n-token passes against one-token decoding after every cache length from 1 to 64 
   with -inf keys to a multiple of SOFTMAX_BLOCK, so every row has whole blocks;
 - bf16 weights times values: oneDNN splits a sum over about 1,000 keys or more differently by its
   length: the values are summed VALUE_BLOCK keys at a time, blocks added in float32;
+- the scaled, masked scores are written straight into the padded rows, and in bf16 the softmax writes bf16
+  (torch computes it in float32 and rounds once: on this CPU the bits of a float32 softmax rounded to bf16,
+  checked over rows of 64-4,096 keys); the same bits as copying the scores into padded rows, a float32
+  softmax and a conversion, 1.11x faster 32-token passes after 2,000 cached tokens, 1.20x after 4,000
+  (scripts/ab_attention.py; docs/runtime.md);
 - with both, `grouped_attention` (NAME) is row-invariant in bf16 at every length tried. It is checked on
   the model at load (runners/hf.exact_runner), which falls back to `rows_attention` where it is not.
 - float32 (MKL and oneDNN) splits the same sums in more ways, by length and by layout; there
@@ -41,17 +46,26 @@ VALUE_BLOCK = 1024  # weights times values is summed this many keys at a time
 
 
 def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-           scaling: float) -> torch.Tensor:
-    """q [b, Hkv, R, D], keys_t [b, Hkv, D, L], value [b, Hkv, L, D], mask (additive) broadcastable to
-    [b, Hkv, R, L] or None -> [b, Hkv, R, D]. The one place the attention sums are computed."""
+           scaling: float, groups: int = 1) -> torch.Tensor:
+    """q [b, Hkv, G n, D] (G = groups query heads per KV head, stacked), keys_t [b, Hkv, D, L], value
+    [b, Hkv, L, D], mask (additive) broadcastable to [b, Hkv, G, n, L] (e.g. [b, 1, 1, n, L]) or None
+    -> [b, Hkv, G n, D]. The one place the attention sums are computed."""
+    b, Hkv, R, _ = q.shape
     L = keys_t.shape[-1]
-    scores = torch.matmul(q, keys_t) * scaling  # [b, Hkv, R, L]
-    if mask is not None:
-        scores = scores + mask
-    if L % SOFTMAX_BLOCK:
-        pad = scores.new_full((*scores.shape[:-1], SOFTMAX_BLOCK - L % SOFTMAX_BLOCK), float("-inf"))
-        scores = torch.cat([scores, pad], dim=-1)  # [b, Hkv, R, L rounded up]
-    weights = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)[..., :L]
+    scores = torch.matmul(q, keys_t)  # [b, Hkv, R, L]
+    # scaled and masked in place in rows padded with -inf keys to whole SOFTMAX_BLOCKs (no padded copy). Scaling
+    # and masking stay two roundings: add(alpha=scaling) rounds otherwise, and a pass without a mask (one token)
+    # must get the bits of one with it.
+    logits = scores.new_empty(b, Hkv, R, L + (-L) % SOFTMAX_BLOCK)  # [b, Hkv, R, L rounded up]
+    logits[..., L:] = float("-inf")
+    torch.mul(scores, scaling, out=logits[..., :L])
+    if mask is not None:  # broadcast over the G query heads of a group: [b, Hkv, G, n, L]
+        logits.view(b, Hkv, groups, R // groups, -1)[..., :L].add_(mask)
+    # float32 softmax rounded to q's dtype: torch's bf16 softmax computes in float32 and rounds once, in one pass
+    if q.dtype == torch.bfloat16:
+        weights = torch.nn.functional.softmax(logits, dim=-1)[..., :L]
+    else:
+        weights = torch.nn.functional.softmax(logits, dim=-1, dtype=torch.float32).to(q.dtype)[..., :L]
     if L <= VALUE_BLOCK:
         return torch.matmul(weights, value)  # [b, Hkv, R, D]
     out = torch.matmul(weights[..., :VALUE_BLOCK], value[:, :, :VALUE_BLOCK]).float()
@@ -67,10 +81,8 @@ def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     Hkv, L = key.shape[1], key.shape[2]
     G = H // Hkv
     q = query.reshape(b, Hkv, G * n, D)  # [b, Hkv, G n, D]
-    mask = None
-    if attention_mask is not None:  # [b, 1, n, L] -> [b, 1, G n, L], the same row of it for each g
-        mask = attention_mask[:, :, :, :L][:, :, None].expand(b, 1, G, n, L).reshape(b, 1, G * n, L)
-    out = attend(q, key.transpose(2, 3), value, mask, scaling)  # [b, Hkv, G n, D]
+    mask = None if attention_mask is None else attention_mask[:, :, None, :, :L]  # [b, 1, 1, n, L]: the same for each g
+    out = attend(q, key.transpose(2, 3), value, mask, scaling, groups=G)  # [b, Hkv, G n, D]
     return out.view(b, H, n, D).transpose(1, 2).contiguous(), None  # [b, n, H, D]
 
 
