@@ -12,8 +12,12 @@ unless --prefix-caching, so that no method finds its prompts prefilled by the on
 then quickdraft's own engine in this process, one client: qd-prediction (edits), qd-lookup (every task).
 
 Tasks: the first --limit tasks (after --skip) of refactor, edit_eval and summarization (../shared/data), greedy,
---max-new-tokens each. At concurrency c, c requests are sent at once (task i % tasks for request i), so
-each request's latency and the batch's throughput are measured under that load; --mixes says which tasks
+--max-new-tokens each. At concurrency c, c clients send --rounds requests each, a new one as soon as their last
+one is answered (task i % tasks for request i; with --rounds 1, c requests sent at once), so each request's
+latency and the server's throughput (all tokens over the wall time from the first request to the last answer)
+are measured under that load. With one round the slowest request sets the wall time, which counts against
+speculation: a request whose drafts are mostly wrong takes many more steps than the rest, which by then have
+finished, and runs nearly alone; more rounds keep c requests in flight for most of the run; --mixes says which tasks
 the concurrent batches draw from: "all" (every workload; not for predictions, which need an edit) and
 "edits" (the edit tasks only, every method: the like-for-like comparison for predictions). Every vLLM output is
 compared with vllm-plain's single-client output of the same task (identical, token for token of text).
@@ -91,7 +95,7 @@ def run_server(config: str, argv: list[str], methods: list[str], work: list, arg
                 chosen = [(n, t) for n, t in work if n in EDITS or (mix == "all" and not predicts)]
                 if not chosen or (mix == "all" and predicts and c > 1):
                     continue
-                batch = [chosen[i % len(chosen)] for i in range(len(chosen) if c == 1 else c)]
+                batch = [chosen[i % len(chosen)] for i in range(len(chosen) if c == 1 else c * args.rounds)]
                 t0 = time.perf_counter()
                 if c == 1:
                     rows = [request(url, n, t, method, args.max_new_tokens) for n, t in batch]
@@ -103,16 +107,16 @@ def run_server(config: str, argv: list[str], methods: list[str], work: list, arg
                     key = (name, task.id)
                     if method == "vllm-plain" and c == 1:
                         reference[key] = row["text"]
-                    out = {"engine": "vllm", "server": config, "vllm_env": args.vllm_env, "method": method, "clients": c, "mix": mix, "workload": name,
+                    out = {"engine": "vllm", "server": config, "vllm_env": args.vllm_env, "method": method, "clients": c, "rounds": 1 if c == 1 else args.rounds, "mix": mix, "workload": name,
                            "task": task.id, "batch_wall_s": round(wall, 3), "cpu": describe(),
                            "identical": row["text"] == reference[key] if key in reference else None, **row}
                     out.pop("text")
                     sink.write(json.dumps(out) + "\n")
                 sink.flush()
                 tok = sum(r["tokens"] for r in rows)
-                print(f"{method} x{c} {mix}: {tok} tokens in {wall:.1f} s ({tok / wall:.1f} tok/s), identical "
-                      f"{sum(r['text'] == reference.get((n, t.id)) for (n, t), r in zip(batch, rows))}/{len(rows)}",
-                      file=sys.stderr, flush=True)
+                same = [r["text"] == reference[(n, t.id)] for (n, t), r in zip(batch, rows) if (n, t.id) in reference]
+                print(f"{method} x{c} {mix}: {tok} tokens in {wall:.1f} s ({tok / wall:.1f} tok/s)"
+                      + (f", identical {sum(same)}/{len(same)}" if same else ""), file=sys.stderr, flush=True)
 
 
 def run_engine(work: list, args, sink) -> None:
@@ -163,9 +167,11 @@ def report(out: Path) -> None:
         for method in sorted({r["method"] for r in one if r["workload"] == workload}):
             rs = [r for r in one if (r["workload"], r["method"]) == (workload, method)]
             lines.append(f"| {method} | {workload} | " + cells(rs, sum(r["seconds"] for r in rs)))
-    lines += ["", "## Concurrent clients", "", "c requests sent at once, the tasks in turn; mix all: every workload "
+    rounds = sorted({r.get("rounds", 1) for r in rows if r["clients"] > 1})
+    lines += ["", "## Concurrent clients", "", f"c clients, {'/'.join(map(str, rounds)) or 1} request(s) each, sent back "
+              "to back (one round: c requests sent at once), the tasks in turn; mix all: every workload "
               "(edits and summaries), edits: the edit tasks only (every method, predictions too). Throughput: all "
-              "tokens / the batch's wall time.", "",
+              "tokens / the wall time from the first request to the last answer.", "",
               "| method | clients | mix | requests | median latency s | tokens/s | accepted per step | identical |",
               "|---|---|---|---|---|---|---|---|"]
     for c in sorted({r["clients"] for r in rows} - {1}):
@@ -210,6 +216,8 @@ def main() -> None:
     p.add_argument("--workloads", default="refactor,edit_eval,summarization")
     p.add_argument("--max-new-tokens", type=int, default=512)
     p.add_argument("--clients", default="1,4,16", help="concurrency levels (default 1,4,16)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="requests per client at each concurrency above 1, sent back to back (default 1: one batch)")
     p.add_argument("--mixes", default="all,edits", help="tasks of the concurrent batches: all, edits (default both)")
     p.add_argument("--k", type=int, default=32, help="num_speculative_tokens of the quickdraft server (default 32)")
     p.add_argument("--ngram-k", type=int, default=16, help="num_speculative_tokens of vLLM's n-gram (default 16)")
