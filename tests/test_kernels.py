@@ -126,14 +126,16 @@ def test_bad_kernels_are_refused_before_any_work(tmp_path):
 @needs_onednn
 def test_load_packs_the_target_and_an_fp32_draft_but_not_an_int8_one(tiny_folder):
     gen = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), dtype="fp32", progress=False)
-    assert gen.runner.kernels == "onednn" and gen.draft_runner.kernels == "torch"  # int8 layers stay as they are
+    # packed, but for shapes torch's own Linear makes row-invariant with fewer padded rows (invariance.choose)
+    assert gen.runner.kernels in ("onednn", "onednn+torch") and gen.draft_runner.kernels == "torch"  # int8 stays
     with warnings.catch_warnings(record=True) as caught:  # bf16 where the CPU has it: torch's own bf16 kernels,
         warnings.simplefilter("always")  # unless the load's invariance check refuses them there (then it says so)
         auto = quickdraft.load(str(tiny_folder), progress=False)
     fell_back = any("dtype auto falls back to fp32" in str(w.message) for w in caught)
     bf16 = has_native_bf16() and not fell_back
     assert auto.runner.dtype == ("bf16" if bf16 else "fp32")
-    assert auto.runner.kernels == ("onednn" if packable(torch.bfloat16 if bf16 else torch.float32) else "torch")
+    assert auto.runner.kernels in (("onednn", "onednn+torch") if packable(torch.bfloat16 if bf16 else torch.float32)
+                                   else ("torch",))
     fp32 = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), draft_precision="fp32", progress=False)
     assert fp32.draft_runner.kernels == "onednn"
     stock = quickdraft.load(str(tiny_folder), kernels="torch", progress=False)

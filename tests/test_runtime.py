@@ -1,7 +1,7 @@
 """Row invariance on the transformers runner (runners/invariance.py, runners/hf.exact_runner), in bf16 and float32:
 every row of a pass gets, bit for bit, the numbers a one-token pass gives it, so drafted output is plain
 decoding's by construction. The exactness tests of every drafter also run on both as the runner loads them
-(conftest's `tiny`: "qwen2-fp32", "llama-bf16", "qwen2-bf16-torch")."""
+(conftest's `tiny`: "qwen2-fp32", "llama-bf16", "qwen2-bf16")."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from quickdraft.cpu import has_native_bf16
 from quickdraft.errors import UnsupportedModelError
 from quickdraft.runners import hf
 from quickdraft.runners.hf import HFRunner
-from quickdraft.runners.invariance import MIN_ROWS, RowPadded, pad_where_needed, row_invariance, rows_invariant, rows_needed
+from quickdraft.runners.invariance import (MIN_ROWS, PAD_ROWS, RowPadded, choose, pad_where_needed, row_invariance,
+                                           rows_invariant, rows_needed, unpacked)
 
 NARROW_LONG = (896, 4864)  # qwen2.5-coder-0.5b's down projection: the shape bf16 kernels split differently by rows
 
@@ -34,9 +35,12 @@ def test_row_padding_restores_invariance_where_the_kernels_lack_it(kernels, caps
             pytest.skip("oneDNN has no bf16 kernels on this CPU: dtype bf16 runs torch's own Linear here")
         layer = hf.PackedLinear(layer.weight)
     plain_ok = rows_invariant(layer, NARROW_LONG[1], torch.bfloat16)
-    assert rows_invariant(RowPadded(layer), NARROW_LONG[1], torch.bfloat16)
+    rows = rows_needed(layer, NARROW_LONG[1], torch.bfloat16)
+    assert rows is not None and (rows == 1) == plain_ok
+    assert rows_invariant(RowPadded(layer, rows), NARROW_LONG[1], torch.bfloat16)
     with capsys.disabled():
-        print(f"\n  bf16 {NARROW_LONG} Linear ({kernels}) without padding row-invariant on this machine: {plain_ok}")
+        print(f"\n  bf16 {NARROW_LONG} Linear ({kernels}) without padding row-invariant on this machine: {plain_ok}; "
+              f"padded to {rows} rows")
 
 
 def test_row_padded_keeps_the_layers_numbers_and_shapes():
@@ -79,7 +83,8 @@ class Quirky(torch.nn.Module):
     def forward(self, x):  # [rows, in] -> [rows, out]
         rows = x.shape[0]
         quirk = rows < self.fewest if self.fewest else rows
-        return x @ self.weight.T + 1e-3 * quirk
+        # each row's sums on their own (a matmul's own path may change with the rows too): only the quirk differs
+        return (x[:, None, :] * self.weight).sum(-1) + 1e-3 * quirk
 
 
 @pytest.mark.parametrize("fewest", [2, 4, 8, MIN_ROWS])
@@ -87,8 +92,33 @@ def test_padding_is_to_the_fewest_rows_that_make_a_layer_invariant(fewest):
     layer = Quirky(fewest)
     assert not rows_invariant(layer, 8, torch.float32)
     assert rows_needed(layer, 8, torch.float32) == fewest and rows_invariant(RowPadded(layer, fewest), 8, torch.float32)
-    assert rows_needed(torch.nn.Linear(8, 6).to(torch.float64), 8, torch.float64) in (1, 2, 4, 8, MIN_ROWS)
+    assert rows_needed(torch.nn.Linear(8, 6).to(torch.float64), 8, torch.float64) in (1, *PAD_ROWS)
     assert rows_needed(Quirky(None), 8, torch.float32) is None  # no padding helps: left to the model's check
+
+
+def test_a_shape_runs_on_the_kernel_that_needs_the_fewest_padded_rows():
+    """choose: the layer as it is where invariant, else the alternative kernel where it needs fewer rows (as with AMX,
+    where packed bf16 products need 32-64 rows and torch's own need none for most shapes), a tie keeping the layer's
+    own kernel, and padding of either only as far as needed."""
+    def make(fewest):
+        return lambda layer: Quirky(fewest)
+
+    assert choose(Quirky(1), 8, make(None)) is None  # invariant as it is (a quirk below 1 row never shows)
+    alternative = choose(Quirky(16), 8, make(2))(Quirky(16))
+    assert isinstance(alternative, RowPadded) and alternative.min_rows == 2 and alternative.linear.fewest == 2
+    own = choose(Quirky(4), 8, make(4))(Quirky(4))
+    assert isinstance(own, RowPadded) and own.min_rows == 4 and own.linear.fewest == 4
+    assert choose(Quirky(None), 8, make(1))(Quirky(None)).fewest == 1  # nothing pads the layer: the alternative
+    assert choose(Quirky(None), 8, make(None)) is None and choose(Quirky(None), 8, None) is None  # left to the check
+
+
+@pytest.mark.skipif(not hf.packable(torch.bfloat16), reason="no oneDNN bf16 kernels on this CPU")
+def test_the_alternative_to_a_packed_layer_is_torchs_own_over_the_same_weight():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32, bias=True).to(torch.bfloat16)
+    back = unpacked(hf.PackedLinear(linear.weight, linear.bias))
+    assert type(back) is torch.nn.Linear and torch.equal(back.weight, linear.weight) and torch.equal(back.bias, linear.bias)
+    assert unpacked(linear) is None
 
 
 @pytest.mark.parametrize("arch", ["llama-bf16", "qwen2-bf16", "qwen2-bf16-torch"])

@@ -125,7 +125,10 @@ def use_kernels(model: PreTrainedModel, kernels: str) -> str:
 class HFRunner:
     def __init__(self, model: PreTrainedModel, max_context: int | None = None):
         self.model = model.eval()
-        self.kernels: str = "onednn" if any(isinstance(m, PackedLinear) for m in model.modules()) else "torch"
+        # "onednn": every Linear packed; "torch": none; "onednn+torch": some layers kept on torch's Linear, where that
+        # needed fewer padded rows to be row-invariant (invariance.choose)
+        packed = [isinstance(m, PackedLinear) for m in model.modules() if isinstance(m, (PackedLinear, torch.nn.Linear))]
+        self.kernels: str = "onednn" if packed and all(packed) else "onednn+torch" if any(packed) else "torch"
         self.dtype: str = {torch.bfloat16: "bf16", torch.float32: "fp32"}.get(model.dtype, str(model.dtype))
         # whether the load found passes row-invariant on this model (exact_runner); None: not checked (a draft model)
         self.row_invariant: bool | None = None
@@ -216,7 +219,11 @@ class HFRunner:
 
 
 CHECK_CACHED = (7, 1000)  # cache lengths the load's check runs passes after: a short one, one across VALUE_BLOCK
-CHECK_SIZES = (2, 5, 16, 33)  # pass sizes it checks
+# pass sizes it checks: where kernels were seen to change path by rows (2: float32; 8: torch's bf16 Linear with AMX;
+# 16-17: oneDNN's bf16 products with AMX and AVX512_BF16; 33: past 32 rows), and 65, the longest prediction pass
+# (the last token and a 64-token draft), where torch's own bf16 Linear differs on the project's EPYC and (2, 5, 16,
+# 33) did not look (docs/runtime.md). 13.4 s for qwen2.5-coder-0.5b there, 8.0 s with those four.
+CHECK_SIZES = (2, 5, 8, 16, 17, 33, 65)
 
 
 def check_row_invariance(runner: HFRunner) -> float:
@@ -241,12 +248,12 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     nothing to fall back to, loads with a warning and row_invariant False."""
     from transformers import AutoModelForCausalLM
 
-    from .invariance import pad_where_needed
+    from .invariance import pad_where_needed, unpacked
 
     rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
     use_kernels(model, kernels)
-    pad_where_needed(model)
+    pad_where_needed(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
     runner = HFRunner(model, max_context)
     worst = check_row_invariance(runner)
     if worst != 0.0 and rows != attention.ROWS:

@@ -14,25 +14,34 @@ computed one at a time (figures: docs/runtime.md):
                                                           (the sum over L is split by its length); bf16 eager:
                                                           equal; SDPA: differs
 
+On an Intel Xeon with AMX (CPU family 6, model 207; torch 2.11, 2 threads; the device machine of 2026-11-26,
+docs/runtime.md) packed bf16 products of 16 rows or more take other kernels than smaller ones, and 16-31
+rows differ again from 32 or more: nearly every packed shape differs by M there, while torch's own bf16
+Linear differs only where the inner dimension is long (896 x 4864, M = 8-33).
+
 So the runner (hf.exact_runner) loads its own eager attention and wraps exactly the Linear layers whose
 shape is not invariant in a RowPadded layer, which pads a pass of fewer rows than the layer needs to that
 many (the fewest of PAD_ROWS that makes the layer invariant: 2 for the float32 layers above, 16 for the
-bf16 ones), probed once per distinct shape at load (`pad_where_needed`). In float32 attention runs one row
+bf16 ones here, 32 or 64 with AMX), probed once per distinct shape at load (`pad_where_needed`). Where a
+packed layer needs padding, torch's own Linear over the same weight is probed too, and of the two ways
+that are invariant the one that needs fewer rows is kept (`choose`): with AMX a packed layer padded to 32
+rows computes 32 rows in every decoding step, where torch's Linear may need no padding at all. In float32 attention runs one row
 at a time in passes of several tokens (attention.rows_attention). `row_invariance` then checks the whole
 model: logits of n-token passes against one-token passes at the same positions.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
 from .hf import PackedLinear
 
 MIN_ROWS = 16  # rows a RowPadded layer computes at least, unless told otherwise
-PAD_ROWS = (2, 4, 8, MIN_ROWS)  # the paddings pad_where_needed tries, fewest rows first
-PROBE_ROWS = (2, 3, 4, 5, 8, 9, 16, 17, 24, 32, 33, 48, 64)  # pass sizes probed against one-row passes
+PAD_ROWS = (2, 4, 8, MIN_ROWS, 32, 64)  # the paddings pad_where_needed tries, fewest rows first
+# pass sizes probed against one-row passes (65: the last token and a prediction draft of its longest, 64 tokens)
+PROBE_ROWS = (2, 3, 4, 5, 8, 9, 16, 17, 24, 32, 33, 48, 64, 65)
 
 
 class RowPadded(torch.nn.Module):
@@ -83,23 +92,56 @@ def rows_needed(layer: torch.nn.Module, in_features: int, dtype: torch.dtype) ->
     return next((rows for rows in PAD_ROWS if rows_invariant(RowPadded(layer, rows), in_features, dtype)), None)
 
 
-def pad_where_needed(model: torch.nn.Module) -> list[str]:
-    """Wrap in RowPadded every Linear whose shape is not row-invariant on this machine, padded to the fewest
-    rows that make it so; returns their names. Each distinct (out, in) shape is probed once. A layer no
-    padding helps is left as it is (the model's check at load then finds the difference)."""
-    needed: dict[tuple[int, int], int | None] = {}
-    padded = []
+Make = Callable[[torch.nn.Module], torch.nn.Module]
+
+
+def choose(layer: torch.nn.Module, in_features: int, alternative: Make | None) -> Make | None:
+    """How to run a Linear shape row-invariantly: None (as it is), or a function that turns a layer of this shape
+    into the runner's; the layer is left to the model's check where nothing tried makes it invariant.
+
+    As it is where that is invariant; else the fewest PAD_ROWS that make it so, or `alternative(layer)` (another
+    kernel over the same weight) where that needs fewer rows: every decoding step computes the padded rows, so
+    fewer rows is the cheaper way (a tie keeps the layer's own kernel)."""
+    dtype = layer.weight.dtype
+    rows = rows_needed(layer, in_features, dtype)
+    if rows == 1:
+        return None
+    other = alternative(layer) if alternative else None
+    other_rows = rows_needed(other, in_features, dtype) if other is not None else None
+    if other_rows is not None and (rows is None or other_rows < rows):
+        return (lambda l: alternative(l)) if other_rows == 1 else (lambda l: RowPadded(alternative(l), other_rows))
+    return None if rows is None else (lambda l: RowPadded(l, rows))
+
+
+def unpacked(layer: torch.nn.Module) -> torch.nn.Linear | None:
+    """torch's own Linear over a packed layer's weight (the alternative pad_where_needed tries); None for others."""
+    if not isinstance(layer, PackedLinear):
+        return None
+    linear = torch.nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta")
+    linear.weight = torch.nn.Parameter(layer.weight.to_dense(), requires_grad=False)  # [out, in]
+    if layer.bias is not None:
+        linear.bias = torch.nn.Parameter(layer.bias, requires_grad=False)  # [out]
+    return linear
+
+
+def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked) -> list[str]:
+    """Make every Linear of the model row-invariant on this machine the cheapest way found (`choose`: as it is,
+    padded in a RowPadded layer, or `alternative`'s kernel, padded or not); returns the names of the layers
+    replaced. Each distinct (out, in) shape is probed once. A layer nothing tried helps is left as it is (the
+    model's check at load then finds the difference). alternative None: only padding is tried."""
+    chosen: dict[tuple[int, int], Make | None] = {}
+    replaced = []
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if type(child) not in (torch.nn.Linear, PackedLinear):
                 continue
             shape = tuple(child.weight.shape)
-            if shape not in needed:
-                needed[shape] = rows_needed(child, shape[1], child.weight.dtype)
-            if needed[shape] not in (1, None):
-                setattr(module, name, RowPadded(child, needed[shape]))
-                padded.append(name)
-    return padded
+            if shape not in chosen:
+                chosen[shape] = choose(child, shape[1], alternative)
+            if chosen[shape] is not None:
+                setattr(module, name, chosen[shape](child))
+                replaced.append(name)
+    return replaced
 
 
 def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 16, 33)) -> float:
