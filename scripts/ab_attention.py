@@ -6,6 +6,11 @@ other on the same loaded model (bf16, as `quickdraft.load` gives it), checking t
 bit for bit.
 
     .venv/bin/python scripts/ab_attention.py --before 4fc9e06
+    .venv/bin/python scripts/ab_attention.py --before 4fc9e06 --refactors 3:5   # end to end, refactor tasks 4-5
+
+--refactors SKIP:END: instead of single passes, whole edits of the refactor set (tasks SKIP+1..END, the file as
+prediction, 512 new tokens), each run twice with either attention in turn: seconds in all, decoding and prefill,
+and whether every run wrote the same tokens.
 
 Timings depend on the machine: its CPU is printed first.
 """
@@ -49,13 +54,17 @@ def main() -> None:
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--cases", default="2000x1,2000x32,800x16,4000x32", help="CACHEDxPASS,...")
     ap.add_argument("--reps", type=int, default=8)
+    ap.add_argument("--refactors", help="SKIP:END: end to end on refactor tasks SKIP+1..END instead")
     args = ap.parse_args()
     before = load_before(args.before)
     AttentionInterface.register(BEFORE, before.grouped_attention)
     AttentionMaskInterface.register(BEFORE, eager_mask)
-    runner = quickdraft.load(args.model, dtype="bf16", progress=False).runner
+    gen = quickdraft.load(args.model, dtype="bf16", progress=False)
+    runner = gen.runner
     print(f"CPU: {describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads; {args.model} bf16, "
           f"row_invariant {runner.row_invariant}; attention at {args.before} against the working tree")
+    if args.refactors:
+        return end_to_end(gen, args)
     rng = random.Random(0)
     for case in args.cases.split(","):
         cached, n = map(int, case.split("x"))
@@ -78,6 +87,26 @@ def main() -> None:
         print(f"{cached} cached, {n}-token pass: before {b * 1e3:.1f} ms, after {a * 1e3:.1f} ms ({b / a:.2f}x), "
               f"logits identical ({args.reps} passes each)", flush=True)
     runner.model.set_attn_implementation(attention.NAME)
+
+
+def end_to_end(gen, args) -> None:
+    from quickdraft.bench import workloads as W
+
+    skip, end = map(int, args.refactors.split(":"))
+    for task in list(W.WORKLOADS["refactor"].load(W.data_dir(), end))[skip:]:
+        outputs = []
+        for _ in range(2):
+            for name, impl in (("before", BEFORE), ("after", attention.NAME)):
+                gen.runner.model.set_attn_implementation(impl)
+                t = time.perf_counter()
+                res = gen.generate(task.messages, prediction=task.prediction, max_new_tokens=512)
+                s = res.stats
+                outputs.append(res.token_ids)
+                print(f"{task.id} {name}: {time.perf_counter() - t:.1f} s, decoding {s.decode_s:.1f} s, prefill "
+                      f"{s.prefill_s:.1f} s, {s.target_passes} passes, {len(res.token_ids)} tokens, {s.prompt_tokens} "
+                      "prompt tokens", flush=True)
+        print(f"{task.id}: the same tokens every run: {all(o == outputs[0] for o in outputs)}")
+    gen.runner.model.set_attn_implementation(attention.NAME)
 
 
 if __name__ == "__main__":
