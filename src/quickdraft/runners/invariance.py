@@ -25,9 +25,9 @@ many (the fewest of PAD_ROWS that makes the layer invariant: 2 for the float32 l
 bf16 ones here, 32 or 64 with AMX), probed once per distinct shape at load (`pad_where_needed`). Where a
 packed layer needs padding, torch's own Linear over the same weight is probed too, and of the two ways
 that are invariant the one that needs fewer rows is kept (`choose`): with AMX a packed layer padded to 32
-rows computes 32 rows in every decoding step, where torch's Linear may need no padding at all. In float32 attention runs one row
-at a time in passes of several tokens (attention.rows_attention). `row_invariance` then checks the whole
-model: logits of n-token passes against one-token passes at the same positions.
+rows computes 32 rows in every decoding step, where torch's Linear may need no padding at all. In float32
+attention runs one row at a time in passes of several tokens (attention.rows_attention). `row_invariance`
+then checks the whole model: logits of n-token passes against one-token passes at the same positions.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def choose(layer: torch.nn.Module, in_features: int, alternative: Make | None) -
     other = alternative(layer) if alternative else None
     other_rows = rows_needed(other, in_features, dtype) if other is not None else None
     if other_rows is not None and (rows is None or other_rows < rows):
-        return (lambda l: alternative(l)) if other_rows == 1 else (lambda l: RowPadded(alternative(l), other_rows))
+        return alternative if other_rows == 1 else (lambda l: RowPadded(alternative(l), other_rows))
     return None if rows is None else (lambda l: RowPadded(l, rows))
 
 
