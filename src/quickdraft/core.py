@@ -104,6 +104,9 @@ class Stats:
     """
 
     prompt_tokens: int = 0
+    # prompt tokens whose cache rows the prefill took from the request before instead of computing them (prefix
+    # reuse, runners/hf.HFRunner): OpenAI's usage.prompt_tokens_details.cached_tokens
+    cached_tokens: int = 0
     completion_tokens: int = 0
     accepted_prediction_tokens: int = 0
     rejected_prediction_tokens: int = 0
@@ -149,6 +152,7 @@ class Stats:
     def as_dict(self) -> dict:
         return {
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "completion_tokens": self.completion_tokens,
             "accepted_prediction_tokens": self.accepted_prediction_tokens,
             "rejected_prediction_tokens": self.rejected_prediction_tokens,

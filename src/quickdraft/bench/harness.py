@@ -463,6 +463,11 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
 
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
+    # Every method pays its own prefill: runners that reuse the last request's prefix (runners/hf.HFRunner) would
+    # otherwise hand the second method on a task the first one's prompt for free.
+    for runner in (gen.runner, gen.draft_runner):
+        if getattr(runner, "reuse_prefix", False):
+            runner.reuse_prefix = False
     session = Session(gen, config, model_path)
     summary = Summary()
     bar = None

@@ -46,8 +46,10 @@ class Runner(Protocol):
         """Drop the cache: start a new sequence."""
         ...
 
-    def prefill(self, tokens: Sequence[int]) -> None:
-        """Append `tokens` to the cache; no logits are returned (the engine does not need them)."""
+    def prefill(self, tokens: Sequence[int]) -> int | None:
+        """Append `tokens` to the cache; no logits are returned (the engine does not need them). Returns how many
+        of them were not computed but taken from the cache of the sequence before `reset` (prefix reuse; only
+        where the rows are the bits computing them would give), or 0 / None where none were."""
         ...
 
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:

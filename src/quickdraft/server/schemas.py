@@ -325,7 +325,7 @@ def usage(stats: Stats) -> dict[str, Any]:
         "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.completion_tokens,
         "total_tokens": stats.prompt_tokens + stats.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": stats.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "accepted_prediction_tokens": stats.accepted_prediction_tokens,
             "rejected_prediction_tokens": stats.rejected_prediction_tokens,
