@@ -136,6 +136,30 @@ def test_prefill_in_chunks_equals_one_pass(gguf):
     assert (small.forward(ids[-20:]) == big.forward(ids[-20:])).all()  # 20 > n_batch: split into 3 decodes
 
 
+@pytest.mark.parametrize("shared", [27, 40, 5])
+def test_a_reused_prefix_gives_what_a_prefill_from_nothing_gives(gguf, shared):
+    """Prefix reuse (as tests/test_prefix_reuse.py on the transformers runner): after reset, the whole prefill chunks
+    the new prompt shares with the last one stay in llama.cpp's cache; the logits after them are the same bits."""
+    llm = LlamaCppModel(gguf)
+    ids = LlamaCppTokenizer(llm).encode("one two three four five six seven eight nine ten " * 16)
+    assert len(ids) >= 105
+    first, prompt = ids[:43], ids[:shared] + ids[60 : 60 + 50 - shared]
+    reusing = LlamaCppRunner(llm, LlamaCppConfig(max_context=512, n_batch=8))
+    fresh = LlamaCppRunner(llm, LlamaCppConfig(max_context=512, n_batch=8))
+    fresh.reuse_prefix = False
+    assert reusing.prefill(first) == 0
+    reusing.forward(ids[43:49])
+    reusing.rollback(45)
+    reusing.reset()
+    assert reusing.length == 0
+    assert reusing.prefill(prompt) == min(shared, 40) // 8 * 8 and reusing.length == len(prompt)
+    assert fresh.prefill(prompt) == 0
+    assert (reusing.forward(ids[100:105]) == fresh.forward(ids[100:105])).all()
+    reusing.reset()  # a reset, then a forward with no prefill: nothing of the last sequence is left
+    fresh.reset()
+    assert (reusing.forward(ids[:5]) == fresh.forward(ids[:5])).all() and reusing.length == 5
+
+
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 16, 17, 33, 64])
 def test_a_verify_pass_sees_exactly_what_one_token_decoding_sees(gen, n):
     ids = gen.tokenizer.encode(open(__file__).read())[:700]

@@ -83,3 +83,16 @@ def supports_trees(runner: Runner) -> bool:
 def draft_sizing_preference(runner: Runner) -> str | None:
     """The Runner protocol's optional `draft_sizing` (None where a runner does not say)."""
     return getattr(runner, "draft_sizing", None)
+
+
+def reusable_prefix(chunked: Sequence[int], tokens: Sequence[int], chunk: int) -> int:
+    """How many of `tokens` a new sequence can take from a cache whose first rows hold `chunked` (computed by whole
+    prefill passes of `chunk` tokens from position 0): their common prefix, cut down to whole chunks.
+
+    Example, chunk 4: chunked (1 2 3 4 5 6 7 8), tokens (1 2 3 4 5 6 9 9 9) -> 4."""
+    common = 0
+    for a, b in zip(chunked, tokens):
+        if a != b:
+            break
+        common += 1
+    return common - common % chunk

@@ -15,6 +15,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from .. import trees
 from . import attention
+from .base import reusable_prefix
 from ..errors import UnsupportedModelError
 from ..options import DRAFT_PRECISIONS, KERNELS
 
@@ -252,18 +253,6 @@ class HFRunner:
         self.cache.crop(-excess)  # also when 0: sliding-window layers drop what fell out of the window
         del self._chunked[length:]
 
-
-def reusable_prefix(chunked: Sequence[int], tokens: Sequence[int], chunk: int) -> int:
-    """How many of `tokens` a new sequence can take from a cache whose first rows hold `chunked` (computed by whole
-    prefill passes of `chunk` tokens from position 0): their common prefix, cut down to whole chunks.
-
-    Example, chunk 4: chunked (1 2 3 4 5 6 7 8), tokens (1 2 3 4 5 6 9 9 9) -> 4."""
-    common = 0
-    for a, b in zip(chunked, tokens):
-        if a != b:
-            break
-        common += 1
-    return common - common % chunk
 
 
 CHECK_CACHED = (7, 1000)  # cache lengths the load's check runs passes after: a short one, one across VALUE_BLOCK

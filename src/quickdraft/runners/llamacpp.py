@@ -4,10 +4,11 @@ On a CPU llama.cpp reads the 4-bit weights of a GGUF file directly instead of fl
 makes a one-token pass 3-4x cheaper than transformers (shared/models.md). This module gives the engine
 the same Runner protocol over it, plus the GGUF's own vocabulary as the Tokenizer:
 
-    prefill(tokens)      llama_decode in chunks of n_batch, no logits
+    prefill(tokens)      llama_decode in chunks of n_batch, no logits; after a reset, the whole chunks the last
+                         sequence's prefill shares with these tokens stay (prefix reuse, as runners/hf.HFRunner)
     forward(tokens)      one llama_decode with logits for every position -> [n, vocab] float32
     rollback(length)     llama_memory_seq_rm(mem, seq 0, from length to the end)
-    reset()              llama_memory_clear
+    reset()              llama_memory_clear (deferred to the next call: prefill may keep a prefix)
 
 Exactness. A verify pass evaluates n tokens in one llama_decode, where plain decoding evaluates one.
 ggml's CPU kernels are not batch-invariant by default: several take another code path, which rounds
@@ -52,6 +53,7 @@ import torch
 from ..cpu import usable_cores
 from ..errors import ModelError, QuickdraftError, UnsupportedModelError
 from ..tokenizer import render_chat_template
+from .base import reusable_prefix
 
 DEFAULT_MAX_CONTEXT = 16384  # tokens of KV cache allocated when the caller sets no max_context
 REBUILD = ("CMAKE_ARGS=-DGGML_LLAMAFILE=OFF pip install --force-reinstall --no-deps --no-binary llama-cpp-python "
@@ -205,20 +207,45 @@ class LlamaCppRunner:
         self.memory = ll.llama_get_memory(self.ctx)
         self.batch = ll.llama_batch_init(self.n_batch, 0, 1)
         self._length = 0
+        self.reuse_prefix = True  # the bench turns it off (bench/harness.run)
+        self._chunked: list[int] = []  # tokens in the first positions that whole prefill chunks from 0 computed
+        self._previous: list[int] | None = None  # after reset: the last sequence's _chunked, its cache not cleared yet
 
     @property
     def length(self) -> int:
         return self._length
 
     def reset(self) -> None:
-        self._ll.llama_memory_clear(self.memory, True)
-        self._length = 0
+        self._settle()
+        self._previous = self._chunked if self.reuse_prefix and self._chunked else None
+        if self._previous is None:
+            self._ll.llama_memory_clear(self.memory, True)
+        self._length, self._chunked = 0, []
 
-    def prefill(self, tokens: Sequence[int]) -> None:
-        for start in range(0, len(tokens), self.n_batch):
-            self._decode(tokens[start : start + self.n_batch], logits=False)
+    def _settle(self, keep: int = 0) -> None:
+        """After a reset that kept the cache for prefix reuse: drop all but its first `keep` positions."""
+        if self._previous is not None:
+            if not self._ll.llama_memory_seq_rm(self.memory, 0, keep, -1):
+                raise RuntimeError(f"llama.cpp could not remove positions {keep}.. from its cache")
+            self._previous = None
+
+    def prefill(self, tokens: Sequence[int]) -> int:
+        """Append `tokens`; returns how many came from the last sequence's cache (prefix reuse: 0 without)."""
+        tokens = list(tokens)
+        start = 0
+        if self._previous is not None:
+            start = reusable_prefix(self._previous, tokens, self.n_batch)
+            self._settle(keep=start)
+            self._length = start
+        fresh = self._length == start  # passes start at a chunk boundary from position 0
+        for begin in range(start, len(tokens), self.n_batch):
+            self._decode(tokens[begin : begin + self.n_batch], logits=False)
+        if fresh and self._length == len(tokens):
+            self._chunked = tokens[: len(tokens) - len(tokens) % self.n_batch]
+        return start
 
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        self._settle()
         rows = []
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]
@@ -228,6 +255,8 @@ class LlamaCppRunner:
         return torch.from_numpy(rows[0] if len(rows) == 1 else np.concatenate(rows))  # [n, vocab_size]
 
     def rollback(self, length: int) -> None:
+        self._settle()
+        del self._chunked[length:]
         if length > self._length:
             raise ValueError(f"cannot roll back to {length} tokens: the cache holds only {self._length}")
         if length < self._length and not self._ll.llama_memory_seq_rm(self.memory, 0, length, -1):
