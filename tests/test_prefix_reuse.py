@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import quickdraft
-from quickdraft.runners.hf import HFRunner, reusable_prefix
+from quickdraft.runners.base import reusable_prefix
+from quickdraft.runners.hf import HFRunner
 
 from conftest import VOCAB, save_char_model, tiny_model
 
