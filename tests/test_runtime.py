@@ -5,6 +5,8 @@ decoding's by construction. The exactness tests of every drafter also run on bot
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -298,3 +300,40 @@ def test_fp32_load_is_checked_and_warns_where_it_fails(tiny_folder, monkeypatch)
     with pytest.warns(UserWarning, match="fp32 passes are not row-invariant.*0.03125.*nearly tie"):
         runner = hf.exact_runner(tiny_folder, torch.float32)
     assert runner.row_invariant is False  # float32 has nothing to fall back to: loaded, and the reports say so
+
+
+def test_the_loads_answer_is_kept_for_exactly_the_same_configuration(tiny_folder, tmp_path, monkeypatch):
+    """A second load of the same folder, dtype and kernels takes the first one's answer instead of checking again;
+    anything the answer depends on that changes (here: the threads, the weights file, the kernels) checks again."""
+    monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "on")
+    monkeypatch.setenv("QUICKDRAFT_HOME", str(tmp_path / "home"))
+    runs = []
+    real = hf.check_row_invariance
+    monkeypatch.setattr(hf, "check_row_invariance", lambda runner: runs.append(1) or real(runner))
+    first = hf.exact_runner(tiny_folder, torch.float32)
+    assert (len(runs), first.row_invariance_kept, first.row_invariant) == (1, False, True)
+    second = hf.exact_runner(tiny_folder, torch.float32)
+    assert (len(runs), second.row_invariance_kept, second.row_invariant) == (1, True, True)
+    assert len(list((tmp_path / "home" / "checks").glob("*.json"))) == 1
+    hf.exact_runner(tiny_folder, torch.float32, kernels="torch")  # other layers: checked
+    assert len(runs) == 2
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1 if threads > 1 else 2)
+    try:
+        hf.exact_runner(tiny_folder, torch.float32)  # other threads: checked
+    finally:
+        torch.set_num_threads(threads)
+    assert len(runs) == 3
+    weights = next(tiny_folder.glob("*.safetensors"))
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000))
+    assert not hf.exact_runner(tiny_folder, torch.float32).row_invariance_kept  # the weights file changed: checked
+    assert len(runs) == 4
+    monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "off")
+    assert not hf.exact_runner(tiny_folder, torch.float32).row_invariance_kept and len(runs) == 5
+    # a kept refusal is a refusal: bf16 refused once is refused again without checking
+    monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "on")
+    monkeypatch.setattr(hf, "check_row_invariance", lambda runner: runs.append(1) or 0.03125)
+    for _ in range(2):
+        with pytest.raises(UnsupportedModelError, match="0.03125"):
+            hf.exact_runner(tiny_folder, torch.bfloat16)
+    assert len(runs) == 7  # grouped attention, then one row at a time, once each

@@ -498,6 +498,7 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
         "workloads": list(config.workloads), "methods": [m.name for m in runnable], "limit": config.limit, "skip": config.skip,
         "repeats": config.repeats, "kernels": getattr(gen.runner, "kernels", None),
         "dtype": getattr(gen.runner, "dtype", None), "row_invariant": getattr(gen.runner, "row_invariant", None),
+        "row_invariance_kept": getattr(gen.runner, "row_invariance_kept", None),
         "notes": summary.notes, "methods_skipped": [m.name for m in (methods or [METHODS[n] for n in config.methods])
                                                     if m.name not in {r.name for r in runnable}],
     })

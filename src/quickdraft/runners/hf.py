@@ -146,6 +146,7 @@ class HFRunner:
         self.dtype: str = {torch.bfloat16: "bf16", torch.float32: "fp32"}.get(model.dtype, str(model.dtype))
         # whether the load found passes row-invariant on this model (exact_runner); None: not checked (a draft model)
         self.row_invariant: bool | None = None
+        self.row_invariance_kept: bool = False  # that answer taken from an earlier load of the same configuration
         config = model.config.get_text_config(decoder=True)
         self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
         self.max_context: int = max_context or getattr(config, "max_position_embeddings", None) or 2048
@@ -277,7 +278,7 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     """The transformers target, exact by construction (runners/invariance.py, runners/attention.py): the runner's own
     eager attention, Linear layers on `kernels` (use_kernels: packed for oneDNN by default), those whose shape is not
     row-invariant there padded to the rows they need, and the property checked on this model at load, bit for bit
-    (check_row_invariance).
+    (check_row_invariance; its answer is kept for a later load of exactly the same configuration: invariance.checked).
 
     Attention: in bf16 grouped (all rows of a pass in one product), and one row at a time where the check finds
     grouped not invariant; in float32 one row at a time (attention.rows_attention). A model the check still finds
@@ -285,17 +286,18 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     nothing to fall back to, loads with a warning and row_invariant False."""
     from transformers import AutoModelForCausalLM
 
-    from .invariance import pad_where_needed, unpacked
+    from .invariance import checked, pad_where_needed, unpacked
 
     rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
     use_kernels(model, kernels)
     pad_where_needed(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
     runner = HFRunner(model, max_context)
-    worst = check_row_invariance(runner)
+    # the check, or its answer from an earlier load of exactly this configuration (invariance.checked)
+    worst, runner.row_invariance_kept = checked(runner, path, check_row_invariance)
     if worst != 0.0 and rows != attention.ROWS:
         model.set_attn_implementation(attention.register(attention.ROWS))
-        worst = check_row_invariance(runner)
+        worst, runner.row_invariance_kept = checked(runner, path, check_row_invariance)
     runner.row_invariant = worst == 0.0
     if runner.row_invariant:
         return runner

@@ -32,6 +32,7 @@ then checks the whole model: logits of n-token passes against one-token passes a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
@@ -65,6 +66,9 @@ class RowPadded(torch.nn.Module):
     @property
     def weight(self) -> torch.Tensor:
         return self.linear.weight
+
+    def extra_repr(self) -> str:
+        return f"min_rows={self.min_rows}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., rows, in] -> [..., rows, out]
         rows = x.shape[:-1].numel()
@@ -159,3 +163,95 @@ def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 
         worst = max(worst, float((runner.forward(rest[:n]) - one[:n]).abs().max()))
     runner.reset()
     return worst
+
+
+# -- the load's verdict, kept for the same configuration ---------------------------------------------------------
+# The load's check (hf.check_row_invariance) takes 11.5 s of a 14.9 s load of qwen2.5-coder-0.5b in bf16 on the
+# project's 2-core AMD EPYC. Its answer is a function of what it ran on: the weights, the layers as loaded
+# (kernels, padding, attention), this code, torch's and transformers' builds, the threads and the CPU (its model,
+# flags and cache sizes, which oneDNN blocks its products by). So the answer is kept under a hash of all of those
+# (models.home()/checks/) and a later load with the same hash takes it instead of running the check again; any
+# change in any of them runs it again. QUICKDRAFT_CHECK_CACHE=off always runs it (the tests do, to patch it).
+
+CHECKED_SOURCES = ("attention.py", "hf.py", "invariance.py", "base.py")  # this package's code that makes the logits
+
+
+def cpu_identity() -> dict:
+    """What of the CPU can change which kernels run and how they split their sums."""
+    identity: dict = {}
+    try:
+        block = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        block = ""
+    for line in block.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("vendor_id", "cpu family", "model", "model name", "stepping", "flags"):
+            identity[key.strip()] = value.strip()
+    caches = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(caches.glob("index*")) if caches.is_dir() else ():
+        try:
+            identity[index.name] = " ".join((index / f).read_text().strip() for f in ("level", "type", "size"))
+        except OSError:
+            pass
+    if not identity:
+        import platform
+
+        identity["platform"] = platform.platform()
+    return identity
+
+
+def verdict_key(runner, path: Path | str) -> str:
+    """The hash a check's answer is kept under: everything the answer depends on (above)."""
+    import hashlib
+    import json
+
+    import transformers
+
+    here = Path(__file__).parent
+    folder = Path(path).resolve()
+    weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir()
+                     if f.suffix in (".safetensors", ".bin", ".json"))
+    what = {
+        "model": [str(folder), weights],
+        "layers": hashlib.sha256(repr(runner.model).encode()).hexdigest(),
+        "attention": runner.model.config._attn_implementation, "dtype": runner.dtype, "kernels": runner.kernels,
+        "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in CHECKED_SOURCES},
+        "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
+        "transformers": transformers.__version__,
+        "cpu": cpu_identity(),
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def _verdict_file(key: str) -> Path | None:
+    import os
+
+    from ..models import home
+
+    if os.environ.get("QUICKDRAFT_CHECK_CACHE", "on").lower() in ("off", "0", "no", "false"):
+        return None
+    return home() / "checks" / f"{key}.json"
+
+
+def checked(runner, path: Path | str, check: Callable[[object], float]) -> tuple[float, bool]:
+    """check(runner), or its answer from an earlier load of exactly this configuration; (answer, whether it was
+    kept from before)."""
+    import json
+    import time
+
+    file = _verdict_file(verdict_key(runner, path))
+    if file is not None and file.is_file():
+        try:
+            return float(json.loads(file.read_text())["worst"]), True
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # unreadable: check again
+    worst = check(runner)
+    if file is not None:
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = file.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"worst": worst, "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+            tmp.replace(file)
+        except OSError:
+            pass  # a cache that cannot be written: check at every load, as without it
+    return worst, False
