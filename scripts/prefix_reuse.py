@@ -8,6 +8,7 @@ alternating from task to task), the second request timed end to end and its outp
   the second request shares all of the file.
 - rag: a Spec-Bench RAG question over its passages, then another question (--second-question) over the same
   passages.
+- turns: as edit, with another task's first request between the two (two clients taking turns on one server).
 
     .venv/bin/python scripts/prefix_reuse.py --model qwen2.5-coder-0.5b --skip 3 --limit 4 --max-new-tokens 512
 
@@ -51,9 +52,11 @@ def rag_pairs(data: Path, skip: int, limit: int, second: str) -> list[tuple[str,
     return pairs
 
 
-def run_pair(gen, first, second, prediction, reuse: bool, max_new_tokens: int):
+def run_pair(gen, first, second, prediction, reuse: bool, max_new_tokens: int, between=None):
     gen.runner.reuse_prefix = reuse
     gen.generate(first, prediction=prediction, max_new_tokens=max_new_tokens)
+    if between is not None:  # another client's request: (messages, prediction)
+        gen.generate(between[0], prediction=between[1], max_new_tokens=max_new_tokens)
     t = time.perf_counter()
     result = gen.generate(second, prediction=prediction, max_new_tokens=max_new_tokens)
     return time.perf_counter() - t, result
@@ -78,15 +81,19 @@ def main() -> None:
     gen.generate("warm up", drafter="none", max_new_tokens=4)
     for scenario in args.scenarios.split(","):
         make = {"edit": lambda: edit_pairs(data, args.skip, args.limit, args.second_instruction),
+                "turns": lambda: edit_pairs(data, args.skip, args.limit, args.second_instruction),
                 "rag": lambda: rag_pairs(data, args.skip, args.limit, args.second_question)}[scenario]
         print(f"## {scenario}\n")
         print("| task | prompt tokens | cached | prefill off / on | second request off / on | speedup | same output |")
         print("|---|---|---|---|---|---|---|")
         speedups = []
-        for i, (task, first, second, prediction) in enumerate(make()):
+        pairs = make()
+        for i, (task, first, second, prediction) in enumerate(pairs):
+            other = pairs[(i + 1) % len(pairs)]
+            between = (other[1], other[3]) if scenario == "turns" else None
             runs = {}
             for reuse in ((False, True) if i % 2 == 0 else (True, False)):
-                runs[reuse] = run_pair(gen, first, second, prediction, reuse, args.max_new_tokens)
+                runs[reuse] = run_pair(gen, first, second, prediction, reuse, args.max_new_tokens, between)
             (off_s, off), (on_s, on) = runs[False], runs[True]
             speedups.append(off_s / on_s)
             print(f"| {task} | {on.stats.prompt_tokens} | {on.stats.cached_tokens} | {off.stats.prefill_s:.2f} / "

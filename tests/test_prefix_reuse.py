@@ -90,6 +90,27 @@ def test_rows_cut_away_are_never_reused(tiny):
     assert_same_bits(reusing, fresh)
 
 
+def test_clients_taking_turns_each_find_their_prefix_until_it_is_pushed_out(tiny):
+    """The last kept_prefixes sequences are kept: prompts A, B, A, B each take their own earlier chunks (the longest
+    match of any kept one), the bits of a prefill from nothing; with room for 2, A is gone after B and C."""
+    rng = random.Random(11)
+    a, b, c = _tokens(rng, 35), _tokens(rng, 29), _tokens(rng, 20)
+    b[0] = (a[0] + 1) % VOCAB  # nothing shared between them
+    c[0] = (a[0] + 2) % VOCAB if (a[0] + 2) % VOCAB != b[0] else (a[0] + 3) % VOCAB
+    reusing, fresh = runner_for(tiny), runner_for(tiny, reuse=False)
+    reusing.kept_prefixes = 2
+    taken = []
+    for prompt in (a, b, a + [1, 2], b, c, b, a):
+        reusing.reset()
+        taken.append(reusing.prefill(prompt))
+        fresh.reset()
+        fresh.prefill(prompt)
+        assert_same_bits(reusing, fresh)
+        answer = _tokens(rng, 3)  # decoding after it, whose rows are not kept
+        assert torch.equal(reusing.forward(answer), fresh.forward(answer))
+    assert taken == [0, 0, 32, 24, 0, 24, 0]
+
+
 def test_reset_then_forward_without_prefill_starts_from_nothing(tiny):
     rng = random.Random(3)
     reusing, fresh = runner_for(tiny), runner_for(tiny, reuse=False)
