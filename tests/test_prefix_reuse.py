@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import httpx
 import pytest
 import torch
 
@@ -174,7 +175,9 @@ def test_the_server_reports_cached_tokens(chat_folder):
         c = client(url)
         first = c.chat.completions.create(model="tiny", messages=messages, max_completion_tokens=4, temperature=0)
         second = c.chat.completions.create(model="tiny", messages=messages, max_completion_tokens=4, temperature=0)
+        metrics = httpx.get(url + "/metrics").text
     assert first.usage.prompt_tokens_details.cached_tokens == 0
+    assert f"quickdraft_cached_tokens_total {second.usage.prompt_tokens_details.cached_tokens}" in metrics
     cached = second.usage.prompt_tokens_details.cached_tokens
     assert cached == (second.usage.prompt_tokens - 1) // CHUNK * CHUNK > 0  # all but the last token: prefill's share
     assert second.choices[0].message.content == first.choices[0].message.content

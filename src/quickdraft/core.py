@@ -104,7 +104,7 @@ class Stats:
     """
 
     prompt_tokens: int = 0
-    # prompt tokens whose cache rows the prefill took from the request before instead of computing them (prefix
+    # prompt tokens whose cache rows the prefill took from an earlier request instead of computing them (prefix
     # reuse, runners/hf.HFRunner): OpenAI's usage.prompt_tokens_details.cached_tokens
     cached_tokens: int = 0
     completion_tokens: int = 0

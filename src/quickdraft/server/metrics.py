@@ -25,6 +25,7 @@ BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 1
 OUTCOMES = ("done", "cancelled", "timeout", "error")
 TOKEN_COUNTERS = {
     "prompt_tokens": "prompt tokens of finished generations",
+    "cached_tokens": "prompt tokens taken from an earlier request's cache instead of computed (prefix reuse)",
     "completion_tokens": "output tokens, every one counted once",
     "accepted_prediction_tokens": "draft tokens the model confirmed that appear in the output",
     "rejected_prediction_tokens": "draft tokens verified and not in the output",
