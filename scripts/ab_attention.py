@@ -60,6 +60,7 @@ def main() -> None:
     AttentionInterface.register(BEFORE, before.grouped_attention)
     AttentionMaskInterface.register(BEFORE, eager_mask)
     gen = quickdraft.load(args.model, dtype="bf16", progress=False)
+    gen.runner.reuse_prefix = False  # each run of a task prefills its whole prompt, as the first one does
     runner = gen.runner
     print(f"CPU: {describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads; {args.model} bf16, "
           f"row_invariant {runner.row_invariant}; attention at {args.before} against the working tree")

@@ -123,6 +123,7 @@ def run_engine(work: list, args, sink) -> None:
     import quickdraft
 
     gen = quickdraft.load(args.model, progress=False)
+    gen.runner.reuse_prefix = args.prefix_caching  # as vLLM's prefix caching: off unless --prefix-caching
     gen.generate(work[0][1].messages, drafter="none", max_new_tokens=8)  # warm up
     for method in ("qd-prediction", "qd-lookup"):
         for name, task in work:

@@ -95,8 +95,12 @@ def test_a_request_streams_with_the_draft_coloured_and_counted(page):
 
 def test_the_race_finishes_with_identical_text(page):
     prompt_mode(page, PREDICTION)
+    sent = []
+    page.on("request", lambda r: sent.append(r.post_data_json) if r.method == "POST" else None)
     page.click("#race")
     page.wait_for_selector("#verdict[data-same]", timeout=30_000)
+    # each pays its own prefill: the second must not take the first one's prompt from the server's prefix cache
+    assert [b["quickdraft"]["prefix_reuse"] for b in sent] == [False, False]
     assert page.get_attribute("#verdict", "data-same") == "1"
     assert "identical text" in page.text_content("#verdict") and " s against " in page.text_content("#verdict")
     assert page.text_content("#out-drafted") == page.text_content("#out-plain") == SCRIPT

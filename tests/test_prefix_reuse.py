@@ -3,6 +3,7 @@ the sequence before, and gets the bits a prefill from nothing gives, so its outp
 
 from __future__ import annotations
 
+import json
 import random
 
 import httpx
@@ -137,7 +138,8 @@ def test_reuse_off_and_sliding_window_models_never_reuse():
 def chat_folder(tmp_path_factory):
     chars = [chr(c) for c in range(32, 127)] + ["\n"]
     template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
-    return save_char_model(tmp_path_factory.mktemp("tiny-chat-model"), chars, chat_template=template, decoder=True)
+    return save_char_model(tmp_path_factory.mktemp("tiny-chat-model"), chars, chat_template=template, decoder=True,
+                           max_positions=2048)
 
 
 def test_a_request_gets_the_same_output_and_counts_whatever_ran_before(chat_folder):
@@ -181,3 +183,40 @@ def test_the_server_reports_cached_tokens(chat_folder):
     cached = second.usage.prompt_tokens_details.cached_tokens
     assert cached == (second.usage.prompt_tokens - 1) // CHUNK * CHUNK > 0  # all but the last token: prefill's share
     assert second.choices[0].message.content == first.choices[0].message.content
+
+
+def test_a_request_can_take_nothing_kept_and_later_ones_still_reuse(chat_folder):
+    """prefix_reuse False (DecodeOptions, the server's quickdraft.prefix_reuse, the CLI's timed runs): the request
+    prefills its whole prompt; what was kept stays kept, and its own chunks are kept too."""
+    from quickdraft.errors import QuickdraftError
+    from quickdraft.options import DecodeOptions
+
+    with pytest.raises(QuickdraftError, match="prefix_reuse must be True or False"):
+        DecodeOptions(prefix_reuse="no")
+    gen = quickdraft.load(str(chat_folder), progress=False)
+    gen.runner.prefill_chunk = CHUNK
+    messages = [{"role": "user", "content": "Repeat after me: the quick brown fox jumps over the lazy dog. " * 2}]
+    first = gen.generate(messages, drafter="none", max_new_tokens=8)
+    alone = gen.generate(messages, drafter="none", max_new_tokens=8, prefix_reuse=False)
+    assert alone.stats.cached_tokens == 0 and alone.token_ids == first.token_ids
+    assert gen.runner.take_prefix is True  # back on after the request
+    again = gen.generate(messages, drafter="none", max_new_tokens=8)
+    assert again.stats.cached_tokens == (again.stats.prompt_tokens - 1) // CHUNK * CHUNK > 0
+    assert again.token_ids == first.token_ids
+    from test_server import client, serving
+
+    with serving(gen) as url:
+        r = client(url).chat.completions.create(model="tiny", messages=messages, max_completion_tokens=8, temperature=0,
+                                                extra_body={"quickdraft": {"prefix_reuse": False}})
+    assert r.usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_cli_generate_times_its_runs_without_taking_the_warm_ups_prompt(chat_folder, capsys):
+    from quickdraft.cli import main
+
+    prompt = "Repeat after me: the quick brown fox jumps over the lazy dog. " * 10  # over 512 tokens: a whole chunk
+    code = main(["generate", "--model", str(chat_folder), "--max-new-tokens", "8", "--json", "--compare", prompt])
+    out = capsys.readouterr().out
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["stats"]["prompt_tokens"] > 512 and doc["stats"]["cached_tokens"] == 0

@@ -176,6 +176,8 @@ class Generator:
         draft_sizing: "cost" caps each draft at the length that pays on this runner, from measured pass
         costs and acceptance (sizing.py; never changes the output); "off" verifies drafts as proposed;
         "auto" (default): "cost", except for Ouroboros on transformers, which sizes its drafts itself.
+        prefix_reuse: True (default) takes the cache of the whole prompt chunks an earlier request computed
+        (Stats.cached_tokens; the output is the same either way); False prefills everything, as a first request.
         """
         o = decode_options(options, changes)
         limits = Limits(max_new_tokens=o.max_new_tokens, eos_token_ids=self.tokenizer.eos_token_ids)
@@ -183,7 +185,7 @@ class Generator:
         d = self.make_drafter(o, prediction)
         sizer = DraftSizer(costs=self.pass_costs) if sizing_for(self.runner, o.draft_sizing, d) else None
         stop_strings = StopStrings(o.stop, self.tokenizer.decode, _local(self.tokenizer))
-        return Stream(self, ids, limits, d, stop_strings, o.sampling, o.rule, sizer)
+        return Stream(self, ids, limits, d, stop_strings, o.sampling, o.rule, sizer, o.prefix_reuse)
 
     def generate(self, prompt: Prompt, options: DecodeOptions | None = None, *, prediction: Any = None,
                  **changes: Any) -> Result:
@@ -215,13 +217,27 @@ class Stream:
     """
 
     def __init__(self, gen: Generator, prompt_ids: list[int], limits: Limits, drafter: Drafter, stops: StopStrings,
-                 sampling: SamplingParams, acceptance: Acceptance = Acceptance(), sizer: DraftSizer | None = None):
+                 sampling: SamplingParams, acceptance: Acceptance = Acceptance(), sizer: DraftSizer | None = None,
+                 prefix_reuse: bool = True):
         self.gen, self.prompt_ids, self.limits, self.drafter, self.stops = gen, prompt_ids, limits, drafter, stops
-        self.sampling, self.acceptance, self.sizer = sampling, acceptance, sizer
+        self.sampling, self.acceptance, self.sizer, self.prefix_reuse = sampling, acceptance, sizer, prefix_reuse
         self.stats = Stats(row_invariant=getattr(gen.runner, "row_invariant", None))
         self.result: Result | None = None
 
     def __iter__(self) -> Iterator[Chunk]:
+        # prefix_reuse False: this request's runners take nothing kept from earlier requests (they still keep what
+        # they have, and this one's chunks, for later ones); one generation runs at a time on a Generator
+        paused = [] if self.prefix_reuse else [r for r in (self.gen.runner, self.gen.draft_runner)
+                                               if getattr(r, "take_prefix", False)]
+        for runner in paused:
+            runner.take_prefix = False
+        try:
+            yield from self._chunks()
+        finally:
+            for runner in paused:
+                runner.take_prefix = True
+
+    def _chunks(self) -> Iterator[Chunk]:
         decode = self.gen.tokenizer.decode
         text = IncrementalText(decode, _local(self.gen.tokenizer))  # the output's text, a step at a time (text.py)
         origins = Origins()

@@ -75,7 +75,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     options = DecodeOptions(drafter=args.drafter, policy=args.policy, max_new_tokens=args.max_new_tokens,
                             stop=args.stop, sampling=sampling, draft=_draft_config(args.draft_length),
                             acceptance=args.acceptance, kl_bound=args.kl_bound, draft_sizing=args.draft_sizing,
-                            ouroboros=ouroboros_config(args.ouroboros))
+                            ouroboros=ouroboros_config(args.ouroboros), prefix_reuse=False)
+    # prefix_reuse off: the warm-up below runs this very prompt, and the timed run and --compare's plain run must
+    # each pay the prefill a request of their own would (the output is the same either way)
     load_options = _load_options(args)
     options.check_load(load_options)
     from .loading import load_with
@@ -108,7 +110,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     baseline = None
     if args.compare:
         baseline = gen.generate(request, drafter="none", max_new_tokens=args.max_new_tokens, stop=args.stop or None,
-                                sampling=sampling)
+                                sampling=sampling, prefix_reuse=False)
 
     s = result.stats
     if args.json:

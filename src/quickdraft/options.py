@@ -105,6 +105,9 @@ class DecodeOptions:
     draft_sizing: str = "auto"  # "cost", "off" or "auto" (sizing.sizing_for)
     ouroboros: Any = None  # drafters.ouroboros.OuroborosConfig (None: its defaults)
     pool_scope: str = ""  # whose Ouroboros phrase pool (e.g. "user:ID"); "" the model's
+    # take the cache of prompt chunks an earlier request computed (runners/hf.HFRunner): never changes the output,
+    # only the time; False prefills the whole prompt, for timing a request as if it came first
+    prefix_reuse: bool = True
 
     def __post_init__(self) -> None:
         from .acceptance import Acceptance
@@ -137,6 +140,8 @@ class DecodeOptions:
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens <= 0:
             raise QuickdraftError(f"max_new_tokens must be a positive integer; got {self.max_new_tokens!r}")
         object.__setattr__(self, "stop", _stop_tuple(self.stop))
+        if not isinstance(self.prefix_reuse, bool):
+            raise QuickdraftError(f"prefix_reuse must be True or False; got {self.prefix_reuse!r}")
         if self.chat is not None and not isinstance(self.chat, bool):
             raise QuickdraftError(f"chat must be True, False or None; got {self.chat!r}")
         if isinstance(self.acceptance, Acceptance):

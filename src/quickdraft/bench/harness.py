@@ -313,6 +313,11 @@ class Session:
 
     def __init__(self, gen: Any, config: BenchConfig, model_path: Path | None = None):
         self.gen, self.config, self.model_path = gen, config, model_path
+        # Every method pays its own prefill: runners that keep earlier requests' prompt chunks (prefix reuse,
+        # runners/hf.HFRunner) would otherwise hand the second method on a task the first one's prompt for free.
+        for runner in (gen.runner, getattr(gen, "draft_runner", None)):
+            if getattr(runner, "reuse_prefix", False):
+                runner.reuse_prefix = False
         self.chat = bool(gen.tokenizer.has_chat_template)
         self.llama: dict[str, Any] = {}  # stock llama.cpp models by configuration (engines.run_llama_cpp)
         self.pool_scope = "bench-repeat-0"  # set per run (see run)
@@ -463,11 +468,6 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
 
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
-    # Every method pays its own prefill: runners that reuse the last request's prefix (runners/hf.HFRunner) would
-    # otherwise hand the second method on a task the first one's prompt for free.
-    for runner in (gen.runner, gen.draft_runner):
-        if getattr(runner, "reuse_prefix", False):
-            runner.reuse_prefix = False
     session = Session(gen, config, model_path)
     summary = Summary()
     bar = None

@@ -138,8 +138,8 @@ class HFRunner:
     new tokens start with: the rows a prefill of the new tokens would compute again, with the same passes over the
     same inputs, so the same bits (tests/test_prefix_reuse.py checks it bit for bit). Output never depends on what
     ran before; only the time does. `reuse_prefix` False turns it off (the bench does, so that methods run on the
-    same task pay the same prefill); models with sliding-window layers never reuse (their cache keeps no whole past
-    to cut back).
+    same task pay the same prefill), `take_prefix` False only the taking (a request timed as if it came first);
+    models with sliding-window layers never reuse (their cache keeps no whole past to cut back).
     """
 
     def __init__(self, model: PreTrainedModel, max_context: int | None = None, reuse_prefix: bool = True):
@@ -172,6 +172,7 @@ class HFRunner:
         self.prefill_chunk: int = PREFILL_CHUNK
         self.reuse_prefix: bool = reuse_prefix and self.supports_trees
         self.kept_prefixes: int = KEPT_PREFIXES
+        self.take_prefix: bool = True  # False: prefill takes nothing kept (one request's prefix_reuse False); still keeps
         self._chunked: list[int] = []  # the tokens in the cache's first rows that whole, aligned prefill passes computed
         self._kept: list[tuple[DynamicCache, list[int]]] = []  # (cache, its tokens): earlier sequences' chunks, newest first
 
@@ -196,8 +197,6 @@ class HFRunner:
         if self.reuse_prefix and self._chunked:
             self._kept.insert(0, (_cut(self.cache, len(self._chunked)), self._chunked))
             del self._kept[self.kept_prefixes :]
-        elif not self.reuse_prefix:
-            self._kept.clear()
         self.cache, self._chunked = self._new_cache(), []
 
     @torch.inference_mode()
@@ -205,7 +204,8 @@ class HFRunner:
         """Append `tokens`; returns how many of them came from an earlier sequence's cache (prefix reuse: 0 without)."""
         tokens = list(tokens)
         start = 0
-        if self.length == 0 and self._kept:  # a new sequence: passes start at 0; an earlier one's whole chunks may serve
+        if self.reuse_prefix and self.take_prefix and self.length == 0 and self._kept:  # a new sequence: passes start
+            # at 0; an earlier one's whole chunks may serve
             taken = [reusable_prefix(chunked, tokens, self.prefill_chunk) for _, chunked in self._kept]
             start = max(taken)
             if start:

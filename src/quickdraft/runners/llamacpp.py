@@ -208,6 +208,7 @@ class LlamaCppRunner:
         self.batch = ll.llama_batch_init(self.n_batch, 0, 1)
         self._length = 0
         self.reuse_prefix = True  # the bench turns it off (bench/harness.run)
+        self.take_prefix = True  # False: prefill takes nothing kept (a request's prefix_reuse False); still keeps
         self._chunked: list[int] = []  # tokens in the first positions that whole prefill chunks from 0 computed
         self._previous: list[int] | None = None  # after reset: the last sequence's _chunked, its cache not cleared yet
 
@@ -234,7 +235,7 @@ class LlamaCppRunner:
         tokens = list(tokens)
         start = 0
         if self._previous is not None:
-            start = reusable_prefix(self._previous, tokens, self.n_batch)
+            start = reusable_prefix(self._previous, tokens, self.n_batch) if self.take_prefix else 0
             self._settle(keep=start)
             self._length = start
         fresh = self._length == start  # passes start at a chunk boundary from position 0

@@ -161,6 +161,7 @@ class QuickdraftOptions(BaseModel):
     kl_bound: float | None = Field(None, ge=0, allow_inf_nan=False)  # per-token KL bound for mentored
     ouroboros: OuroborosOptions | None = None  # settings of drafter "ouroboros"
     draft_sizing: Literal["auto", "cost", "off"] = "auto"  # drafts capped by measured pass costs, or as proposed
+    prefix_reuse: bool = True  # false: prefill the whole prompt, taking nothing an earlier request computed (timing)
     # the text split by origin, [[text, from_draft], ...]: in each streamed chunk's "quickdraft" object (with
     # the step's tokens, drafted and accepted counts; chunks of a step that released no text too), or in the
     # response's; what the playground colours
@@ -298,6 +299,7 @@ def decode_options(req: BaseRequest, *, default_max_tokens: int) -> DecodeOption
         ouroboros=ext.ouroboros.config() if ext.ouroboros is not None else OuroborosConfig(),
         pool_scope=_pool_scope(req, ext),
         draft_sizing=ext.draft_sizing,
+        prefix_reuse=ext.prefix_reuse,
         sampling=SamplingParams(
             temperature=1.0 if req.temperature is None else req.temperature,
             top_p=1.0 if req.top_p is None else req.top_p,
