@@ -66,6 +66,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--runner", default="transformers", choices=["transformers", "llama.cpp"])
     ap.add_argument("--scenarios", default="edit,rag")
     ap.add_argument("--skip", type=int, default=3, help="tasks left out at the start (held-out: those after them)")
     ap.add_argument("--limit", type=int, default=4)
@@ -75,9 +76,11 @@ def main() -> None:
     ap.add_argument("--data", default=None)
     args = ap.parse_args()
     data = data_dir(args.data)
-    gen = quickdraft.load(args.model, dtype=args.dtype, progress=False)
-    print(f"CPU: {describe()}; {args.model} {gen.runner.dtype}; prefill chunk {gen.runner.prefill_chunk}; "
-          f"{args.max_new_tokens} new tokens at most\n")
+    gen = quickdraft.load(args.model, runner=args.runner, dtype=args.dtype, progress=False)
+    runner = gen.runner
+    chunk = getattr(runner, "prefill_chunk", None) or getattr(runner, "n_batch", None)
+    print(f"CPU: {describe()}; {args.model} on {args.runner} ({getattr(runner, 'dtype', 'its GGUF')}); prefill chunk "
+          f"{chunk}; {args.max_new_tokens} new tokens at most\n")
     gen.generate("warm up", drafter="none", max_new_tokens=4)
     for scenario in args.scenarios.split(","):
         make = {"edit": lambda: edit_pairs(data, args.skip, args.limit, args.second_instruction),

@@ -91,6 +91,7 @@ def test_a_request_streams_with_the_draft_coloured_and_counted(page):
     assert f"{len(SCRIPT.encode())} tokens" in stats and "tok/s" in stats
     accepted = len(drafted.encode())
     assert f"accepted_prediction_tokens {accepted}" in stats and "rejected_prediction_tokens" in stats
+    assert "prompt tokens, 0 of them cached from an earlier request" in stats  # the scripted runner keeps nothing
 
 
 def test_the_race_finishes_with_identical_text(page):
