@@ -302,7 +302,7 @@ def test_fp32_load_is_checked_and_warns_where_it_fails(tiny_folder, monkeypatch)
     assert runner.row_invariant is False  # float32 has nothing to fall back to: loaded, and the reports say so
 
 
-def test_the_loads_answer_is_kept_for_exactly_the_same_configuration(tiny_folder, tmp_path, monkeypatch):
+def test_the_loads_answer_is_kept_for_exactly_the_same_configuration(tiny_folder, tmp_path, monkeypatch, capsys):
     """A second load of the same folder, dtype and kernels takes the first one's answer instead of checking again;
     anything the answer depends on that changes (here: the threads, the weights file, the kernels) checks again."""
     monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "on")
@@ -310,10 +310,12 @@ def test_the_loads_answer_is_kept_for_exactly_the_same_configuration(tiny_folder
     runs = []
     real = hf.check_row_invariance
     monkeypatch.setattr(hf, "check_row_invariance", lambda runner: runs.append(1) or real(runner))
-    first = hf.exact_runner(tiny_folder, torch.float32)
+    first = hf.exact_runner(tiny_folder, torch.float32, progress=True)
     assert (len(runs), first.row_invariance_kept, first.row_invariant) == (1, False, True)
-    second = hf.exact_runner(tiny_folder, torch.float32)
+    assert "checking that fp32 verify passes" in capsys.readouterr().err  # seconds of work: the user is told
+    second = hf.exact_runner(tiny_folder, torch.float32, progress=True)
     assert (len(runs), second.row_invariance_kept, second.row_invariant) == (1, True, True)
+    assert "checking" not in capsys.readouterr().err
     assert len(list((tmp_path / "home" / "checks").glob("*.json"))) == 1
     hf.exact_runner(tiny_folder, torch.float32, kernels="torch")  # other layers: checked
     assert len(runs) == 2

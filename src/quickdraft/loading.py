@@ -80,7 +80,7 @@ class _Opened:
     def __init__(self, kind: str, name: str, options: LoadOptions, progress: bool):
         from . import models
 
-        self.kind, self.max_context, self.kernels = kind, options.max_context, options.kernels
+        self.kind, self.max_context, self.kernels, self.progress = kind, options.max_context, options.kernels, progress
         if kind == "llama.cpp":
             from .runners.llamacpp import LlamaCppConfig, LlamaCppModel
 
@@ -128,7 +128,7 @@ class _Opened:
 
         if draft_precision is None:  # the target: exact by construction (runners/invariance.py)
             return exact_runner(self.path, {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype], self.max_context,
-                                self.kernels)
+                                self.kernels, progress=self.progress)
         model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
         if draft_precision != "fp32":
             model = quantize_for_drafting(model, draft_precision)  # int8 Linear layers: their own kernels
