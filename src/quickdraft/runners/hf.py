@@ -271,7 +271,6 @@ def _cut(cache: DynamicCache, length: int) -> DynamicCache:
     return cache
 
 
-
 CHECK_CACHED = (7, 1000)  # cache lengths the load's check runs passes after: a short one, one across VALUE_BLOCK
 # pass sizes it checks: where kernels were seen to change path by rows (2: float32; 8: torch's bf16 Linear with AMX;
 # 16-17: oneDNN's bf16 products with AMX and AVX512_BF16; 33: past 32 rows), and 65, the longest prediction pass
@@ -311,13 +310,14 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     use_kernels(model, kernels)
     pad_where_needed(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
     runner = HFRunner(model, max_context)
-    # the check, or its answer from an earlier load of exactly this configuration (invariance.checked)
-    def check(runner: HFRunner) -> float:
+
+    def check(runner: HFRunner) -> float:  # the load's check, said on stderr where it runs (it takes seconds)
         if progress:
             print(f"quickdraft: checking that {runner.dtype} verify passes give one-token decoding's bits on this CPU "
                   "(once per model and machine)...", file=sys.stderr, flush=True)
         return check_row_invariance(runner)
 
+    # the check, or its answer from an earlier load of exactly this configuration (invariance.checked)
     worst, runner.row_invariance_kept = checked(runner, path, check)
     if worst != 0.0 and rows != attention.ROWS:
         model.set_attn_implementation(attention.register(attention.ROWS))

@@ -207,7 +207,7 @@ class LlamaCppRunner:
         self.memory = ll.llama_get_memory(self.ctx)
         self.batch = ll.llama_batch_init(self.n_batch, 0, 1)
         self._length = 0
-        self.reuse_prefix = True  # the bench turns it off (bench/harness.run)
+        self.reuse_prefix = True  # the bench turns it off (bench/harness.Session)
         self.take_prefix = True  # False: prefill takes nothing kept (a request's prefix_reuse False); still keeps
         self._chunked: list[int] = []  # tokens in the first positions that whole prefill chunks from 0 computed
         self._previous: list[int] | None = None  # after reset: the last sequence's _chunked, its cache not cleared yet
