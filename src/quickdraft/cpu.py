@@ -20,28 +20,46 @@ from typing import Any
 RELEVANT_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
 
 
+def _first_processor(cpuinfo: str | None = None) -> dict[str, str]:
+    """The fields of the first processor in /proc/cpuinfo (or the text given, for tests); {} where there is none.
+    Every core lists the same model and flags."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.strip().split("\n\n")[0].splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
 def cpu_info(cpuinfo: str | None = None) -> dict[str, Any]:
     """{"model": the CPU's model name, "flags": the RELEVANT_FLAGS it has, in that order}.
 
     Reads /proc/cpuinfo (or the text given, for tests); elsewhere the model is platform's guess and the
     flags are unknown (an empty list).
     """
-    if cpuinfo is None:
+    fields = _first_processor(cpuinfo)
+    flags = set(fields.get("flags", "").split())
+    return {"model": fields.get("model name") or platform.processor() or platform.machine(),
+            "flags": [f for f in RELEVANT_FLAGS if f in flags]}
+
+
+def identity() -> dict[str, str]:
+    """What of this CPU can change which kernels run and how they split their sums: vendor, family, model, stepping,
+    every flag, and the cache sizes (oneDNN blocks its products by them). For keys of results that depend on it
+    (runners/invariance.checked)."""
+    fields = _first_processor()
+    ident = {k: fields[k] for k in ("vendor_id", "cpu family", "model", "model name", "stepping", "flags") if k in fields}
+    caches = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(caches.glob("index*")) if caches.is_dir() else ():
         try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
+            ident[index.name] = " ".join((index / f).read_text().strip() for f in ("level", "type", "size"))
         except OSError:
-            cpuinfo = ""
-    model = platform.processor() or platform.machine()
-    flags: set[str] = set()
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
-            model = value.strip()
-        elif key.strip() == "flags":
-            flags = set(value.split())
-        if flags and key.strip() == "flags":
-            break  # every core lists the same flags; the first model name precedes them
-    return {"model": model, "flags": [f for f in RELEVANT_FLAGS if f in flags]}
+            pass
+    return ident or {"platform": platform.platform()}
 
 
 def describe(info: dict[str, Any] | None = None) -> str:

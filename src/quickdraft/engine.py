@@ -88,7 +88,7 @@ def generate(
 
     t0 = clock()
     runner.reset()
-    stats.cached_tokens = runner.prefill(prompt[:-1]) or 0  # rows taken from the last sequence's cache (prefix reuse)
+    stats.cached_tokens = runner.prefill(prompt[:-1]) or 0  # rows taken from an earlier sequence's cache (prefix reuse)
     drafter.begin(prompt)
     if hasattr(drafter, "keep"):  # sampled drafts are trimmed causally: the drafter can stop where the trim cuts
         drafter.keep = sizer.keeps if sizer is not None and not sampling.greedy else None

@@ -48,8 +48,8 @@ class Runner(Protocol):
 
     def prefill(self, tokens: Sequence[int]) -> int | None:
         """Append `tokens` to the cache; no logits are returned (the engine does not need them). Returns how many
-        of them were not computed but taken from the cache of the sequence before `reset` (prefix reuse; only
-        where the rows are the bits computing them would give), or 0 / None where none were."""
+        of them were not computed but taken from the cache of an earlier sequence (prefix reuse; only where the
+        rows are the bits computing them would give), or 0 / None where none were."""
         ...
 
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:

@@ -210,8 +210,8 @@ class HFRunner:
             taken = [reusable_prefix(chunked, tokens, self.prefill_chunk) for _, chunked in self._kept]
             start = max(taken)
             if start:
-                cache, _ = self._kept.pop(taken.index(start))
-                self.cache = _cut(cache, start)
+                self.cache, _ = self._kept.pop(taken.index(start))
+                self.cache.crop(start - self.length)  # a view: the next pass's append copies it anyway
         passes = self.model.config._attn_implementation
         if self.prefill_attention:
             self.model.set_attn_implementation(self.prefill_attention)

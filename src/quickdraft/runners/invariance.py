@@ -176,36 +176,14 @@ def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 
 CHECKED_SOURCES = ("attention.py", "hf.py", "invariance.py", "base.py")  # this package's code that makes the logits
 
 
-def cpu_identity() -> dict:
-    """What of the CPU can change which kernels run and how they split their sums."""
-    identity: dict = {}
-    try:
-        block = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
-    except OSError:
-        block = ""
-    for line in block.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("vendor_id", "cpu family", "model", "model name", "stepping", "flags"):
-            identity[key.strip()] = value.strip()
-    caches = Path("/sys/devices/system/cpu/cpu0/cache")
-    for index in sorted(caches.glob("index*")) if caches.is_dir() else ():
-        try:
-            identity[index.name] = " ".join((index / f).read_text().strip() for f in ("level", "type", "size"))
-        except OSError:
-            pass
-    if not identity:
-        import platform
-
-        identity["platform"] = platform.platform()
-    return identity
-
-
 def verdict_key(runner, path: Path | str) -> str:
     """The hash a check's answer is kept under: everything the answer depends on (above)."""
     import hashlib
     import json
 
     import transformers
+
+    from .. import cpu
 
     here = Path(__file__).parent
     folder = Path(path).resolve()
@@ -218,7 +196,7 @@ def verdict_key(runner, path: Path | str) -> str:
         "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in CHECKED_SOURCES},
         "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
         "transformers": transformers.__version__,
-        "cpu": cpu_identity(),
+        "cpu": cpu.identity(),
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 

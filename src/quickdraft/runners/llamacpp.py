@@ -257,9 +257,9 @@ class LlamaCppRunner:
 
     def rollback(self, length: int) -> None:
         self._settle()
-        del self._chunked[length:]
         if length > self._length:
             raise ValueError(f"cannot roll back to {length} tokens: the cache holds only {self._length}")
+        del self._chunked[length:]
         if length < self._length and not self._ll.llama_memory_seq_rm(self.memory, 0, length, -1):
             raise RuntimeError(f"llama.cpp could not remove positions {length}.. from its cache")
         self._length = length
