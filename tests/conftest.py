@@ -22,18 +22,24 @@ def tiny_model(arch: str, seed: int = 0):
     "llama-bf16": in bfloat16 as the runner loads it (grouped eager attention, Linear layers packed for oneDNN where
     torch can, then padded where their shape is not row-invariant: runners/invariance.py); "llama-bf16-torch": the
     same on torch's own bf16 Linear (kernels "torch"); "qwen2-fp32": float32 as the runner loads it (attention one
-    row at a time, Linear layers packed, padded where needed: runners/hf.exact_runner)."""
+    row at a time, Linear layers packed, padded where needed: runners/hf.exact_runner). With AMX the bf16 ones
+    have every Linear in fixed-size row blocks instead, as the runner loads them there; "-fixed" after any of them
+    ("llama-bf16-fixed") does that on every CPU (invariance.FixedRows)."""
     arch, _, kernels = arch.partition("-")
     if kernels.startswith(("bf16", "fp32")):
         from quickdraft.runners import attention
         from quickdraft.runners.hf import use_kernels
-        from quickdraft.runners.invariance import pad_where_needed
+        from quickdraft.runners.invariance import FIXED_ROWS, fix_rows, make_row_invariant
 
         bf16 = kernels.startswith("bf16")
+        fixed = kernels.endswith("-fixed")
         model = tiny_model(arch, seed).to(torch.bfloat16 if bf16 else torch.float32)
         model.set_attn_implementation(attention.register(attention.NAME if bf16 else attention.ROWS))
-        use_kernels(model, kernels.partition("-")[2] or "auto")
-        pad_where_needed(model)
+        use_kernels(model, kernels.removesuffix("-fixed").partition("-")[2] or "auto")
+        if fixed:
+            fix_rows(model, FIXED_ROWS)
+        else:
+            make_row_invariant(model)
         return model
     if kernels:
         from quickdraft.runners.hf import use_kernels
@@ -119,10 +125,15 @@ def _greedy_after_sdpa_prefill(model, prompt: list[int], n: int, passes: str, pr
     with torch.inference_mode():
         if prefilled:
             model.set_attn_implementation("sdpa")
+            fixed = [m for m in model.modules() if hasattr(m, "in_blocks")]  # FixedRows layers: one product in prefill
+            for m in fixed:
+                m.in_blocks = False
             try:
                 model(input_ids=torch.tensor([prompt[:prefilled]]), use_cache=True, **kw)
             finally:
                 model.set_attn_implementation(passes)
+                for m in fixed:
+                    m.in_blocks = True
         for t in prompt[prefilled:-1]:  # the context after what was prefilled, one token per pass
             model(input_ids=torch.tensor([[t]]), use_cache=True, **kw)
         last = prompt[-1]

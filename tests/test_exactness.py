@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 
-from conftest import VOCAB, check_invariants, reference_greedy, tiny_model
+from conftest import VOCAB, bf16_or_skip, check_invariants, reference_greedy, tiny_model
 from quickdraft.core import Draft, Stats
 from quickdraft.drafters.base import FirstOf, NoDrafter
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
@@ -125,6 +125,23 @@ def test_prediction_then_lookup(tiny):
     pred = edit(edit(ref, "replace", "middle", 5), "delete", "start", 2)
     out, _ = run(tiny, prompt, FirstOf([PredictionDrafter(pred), PromptLookupDrafter()]))
     assert out == ref
+
+
+@pytest.mark.parametrize("arch", ["llama-bf16-fixed", "qwen2-bf16-fixed"])
+def test_fixed_row_blocks_give_plain_decodings_tokens(arch):
+    """Every Linear in fixed-size row blocks (invariance.FixedRows: how bf16 loads with AMX), on every CPU: plain
+    decoding as the reference decodes it (prefill in one product, as the runner prefills), and drafts always right,
+    always wrong and partly right, after a short prompt and one of several prefill chunks."""
+    model = tiny_model(arch)
+    bf16_or_skip(model)
+    for prompt in (prompt_of(7, seed=3), prompt_of(1500, seed=3)):
+        ref = reference_greedy(model, prompt, N)
+        assert run(model, prompt, NoDrafter())[0] == ref
+        unused = [t for t in range(VOCAB) if t not in ref]
+        for pred in (ref, [unused[i % len(unused)] for i in range(N)], edit(ref, "replace", "middle"),
+                     edit(ref, "insert", "start")):
+            assert run(model, prompt, PredictionDrafter(pred))[0] == ref
+        assert run(model, prompt, PromptLookupDrafter(LookupConfig(min_ngram=1)))[0] == ref
 
 
 class RandomDrafter:

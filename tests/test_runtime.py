@@ -18,8 +18,9 @@ from quickdraft.cpu import has_native_bf16
 from quickdraft.errors import UnsupportedModelError
 from quickdraft.runners import hf
 from quickdraft.runners.hf import HFRunner
-from quickdraft.runners.invariance import (MIN_ROWS, PAD_ROWS, RowPadded, choose, pad_where_needed, row_invariance,
-                                           rows_invariant, rows_needed, unpacked)
+from quickdraft.runners.invariance import (FIXED_ROWS, MIN_ROWS, PAD_ROWS, FixedRows, RowPadded, choose, fix_rows,
+                                           make_row_invariant, pad_where_needed, row_invariance, rows_invariant,
+                                           rows_needed, unpacked)
 
 NARROW_LONG = (896, 4864)  # qwen2.5-coder-0.5b's down projection: the shape bf16 kernels split differently by rows
 
@@ -114,6 +115,63 @@ def test_a_shape_runs_on_the_kernel_that_needs_the_fewest_padded_rows():
     assert choose(Quirky(None), 8, make(None)) is None and choose(Quirky(None), 8, None) is None  # left to the check
 
 
+def test_fixed_rows_computes_every_pass_in_blocks_of_the_same_product():
+    """FixedRows: the layer's numbers and shapes, each row as a one-row pass padded to the block gives it (by
+    construction: even for a layer whose every row count takes another path, which no padding helps), and one
+    product of the pass's own rows where in_blocks is off (prefill)."""
+    torch.manual_seed(0)
+    layer = Quirky(None)  # adds 1e-3 x its row count
+    assert rows_needed(layer, 8, torch.float32) is None
+    fixed = FixedRows(layer, 4)
+    assert rows_invariant(fixed, 8, torch.float32)
+    x = torch.randn(2, 5, 8)  # [batch, rows, in]: 10 rows, three blocks of 4
+    out = fixed(x)
+    assert out.shape == (2, 5, 6) and torch.allclose(out, x @ layer.weight.T + 4e-3)
+    fixed.in_blocks = False
+    assert torch.equal(fixed(x.reshape(10, 8)), layer(x.reshape(10, 8)))  # 1e-3 x 10 rows
+    linear = torch.nn.Linear(8, 6)
+    assert FixedRows(linear, 4).out_features == 6 and FixedRows(linear, 4).weight is linear.weight
+
+
+def test_the_cpu_decides_between_fixed_blocks_and_padding(monkeypatch):
+    """make_row_invariant: bf16 with AMX, every Linear in FIXED_ROWS-row blocks; bf16 without AMX and float32
+    anywhere, padding where needed (the layers that need none stay as they are)."""
+    def model(dtype):
+        return torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 64)).to(dtype)
+
+    flags = {"amx": ["avx512f", "avx512_bf16", "amx_tile", "amx_bf16"], "no amx": ["avx512f", "avx512_bf16"]}
+    for cpu, fl in flags.items():
+        monkeypatch.setattr("quickdraft.cpu.cpu_info", lambda fl=fl: {"model": cpu, "flags": fl})
+        for dtype in (torch.bfloat16, torch.float32):
+            m = model(dtype)
+            names = make_row_invariant(m)
+            if cpu == "amx" and dtype == torch.bfloat16:
+                assert names == ["0", "1"] and all(isinstance(l, FixedRows) and l.rows == FIXED_ROWS for l in m)
+            else:
+                assert not any(isinstance(l, FixedRows) for l in m)
+                assert all(isinstance(l, RowPadded) == (str(i) in names) for i, l in enumerate(m))
+
+
+def test_prefill_runs_fixed_rows_layers_in_one_product_and_passes_in_blocks():
+    """The runner's prefill turns the blocks off (its rows decide no token; the plain and drafted runs share what
+    it leaves), its passes keep them, and an error in prefill leaves them on."""
+    model = tiny_model("qwen2-bf16-fixed")
+    seen = []
+    for layer in model.modules():
+        if isinstance(layer, FixedRows):
+            layer.register_forward_hook(lambda layer, args, out: seen.append((args[0].shape[-2], layer.in_blocks)))
+    runner = HFRunner(model)
+    runner.prefill(list(range(40)))
+    assert seen and all(blocks is False for _, blocks in seen)
+    assert {rows for rows, _ in seen} == {40, 1}  # the output layer: the last row only (logits_to_keep)
+    seen.clear()
+    runner.forward([1, 2, 3])
+    assert seen and all(blocks is True for _, blocks in seen)
+    with pytest.raises(Exception):
+        runner.prefill([runner.vocab_size + 5])  # an id the embedding does not have
+    assert all(layer.in_blocks for layer in model.modules() if isinstance(layer, FixedRows))
+
+
 @pytest.mark.skipif(not hf.packable(torch.float32), reason="torch built without oneDNN: no packed layers to unpack")
 def test_the_alternative_to_a_packed_layer_is_torchs_own_over_the_same_weight():
     torch.manual_seed(0)
@@ -123,7 +181,7 @@ def test_the_alternative_to_a_packed_layer_is_torchs_own_over_the_same_weight():
     assert unpacked(linear) is None
 
 
-@pytest.mark.parametrize("arch", ["llama-bf16", "qwen2-bf16", "qwen2-bf16-torch"])
+@pytest.mark.parametrize("arch", ["llama-bf16", "qwen2-bf16", "qwen2-bf16-torch", "llama-bf16-fixed", "qwen2-bf16-fixed"])
 @pytest.mark.parametrize("cached", [1, 100, 300])
 def test_bf16_passes_are_row_invariant_bit_for_bit(arch, cached):
     model = tiny_model(arch)

@@ -167,6 +167,9 @@ class HFRunner:
         # qwen2.5-coder-0.5b in 21.5 s instead of 53-56 s on the project's CPU (docs/runtime.md).
         self.prefill_attention: str | None = (
             "sdpa" if model.config._attn_implementation in (attention.NAME, attention.ROWS) else None)
+        self._fixed_rows = [m for m in model.modules() if hasattr(m, "in_blocks")]  # invariance.FixedRows layers
+        # rows per product where every pass runs in fixed-size blocks (bf16 with AMX): the engine fits drafts to them
+        self.row_block: int | None = max((m.rows for m in self._fixed_rows), default=None)
         # Trees need every layer's keys in one tensor per layer to pick a path from (sliding-window
         # layers keep a rolling buffer instead).
         self.supports_trees: bool = not any(getattr(layer, "is_sliding", False) for layer in self.cache.layers)
@@ -215,6 +218,8 @@ class HFRunner:
         passes = self.model.config._attn_implementation
         if self.prefill_attention:
             self.model.set_attn_implementation(self.prefill_attention)
+        for layer in self._fixed_rows:  # for the same reason, one product per layer and pass, not fixed-size blocks
+            layer.in_blocks = False
         try:
             for begin in range(start, len(tokens), self.prefill_chunk):
                 chunk = torch.tensor([tokens[begin : begin + self.prefill_chunk]], dtype=torch.long)
@@ -222,6 +227,8 @@ class HFRunner:
         finally:
             if self.prefill_attention:
                 self.model.set_attn_implementation(passes)
+            for layer in self._fixed_rows:
+                layer.in_blocks = True
         if self.length == len(tokens):  # passes from position 0: its whole chunks can serve a later sequence
             self._chunked = tokens[: len(tokens) - len(tokens) % self.prefill_chunk]
         return start
@@ -303,12 +310,12 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     runs (it takes seconds: 11.5 s for qwen2.5-coder-0.5b on the project's CPU)."""
     from transformers import AutoModelForCausalLM
 
-    from .invariance import checked, pad_where_needed, unpacked
+    from .invariance import checked, make_row_invariant, unpacked
 
     rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
     use_kernels(model, kernels)
-    pad_where_needed(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
+    make_row_invariant(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
     runner = HFRunner(model, max_context)
 
     def check(runner: HFRunner) -> float:  # the load's check, said on stderr where it runs (it takes seconds)

@@ -19,15 +19,24 @@ docs/runtime.md) packed bf16 products of 16 rows or more take other kernels than
 rows differ again from 32 or more: nearly every packed shape differs by M there, while torch's own bf16
 Linear differs only where the inner dimension is long (896 x 4864, M = 8-33).
 
-So the runner (hf.exact_runner) loads its own eager attention and wraps exactly the Linear layers whose
-shape is not invariant in a RowPadded layer, which pads a pass of fewer rows than the layer needs to that
-many (the fewest of PAD_ROWS that makes the layer invariant: 2 for the float32 layers above, 16 for the
-bf16 ones here, 32 or 64 with AMX), probed once per distinct shape at load (`pad_where_needed`). Where a
-packed layer needs padding, torch's own Linear over the same weight is probed too, and of the two ways
-that are invariant the one that needs fewer rows is kept (`choose`): with AMX a packed layer padded to 32
-rows computes 32 rows in every decoding step, where torch's Linear may need no padding at all. In float32
-attention runs one row at a time in passes of several tokens (attention.rows_attention). `row_invariance`
-then checks the whole model: logits of n-token passes against one-token passes at the same positions.
+And which rows differ there depends on the data: a tiny model whose every shape probed invariant (random
+inputs, 1-65 rows) gave row 31 of a 64-row pass other bits in its value projection than a one-token pass,
+with equal inputs, after 100 cached tokens, and the load's check (after 7 and 1,000) did not see it. Probing
+cannot show invariance there.
+
+So the runner (hf.exact_runner) loads its own eager attention and makes its Linear layers row-invariant
+(`make_row_invariant`) one of two ways:
+- with AMX, in bf16: every Linear in a FixedRows layer, which computes each pass in products of exactly
+  FIXED_ROWS rows (zero rows filling the last), so every row of every pass takes the same product, whatever
+  the data: invariant by construction, and with AMX faster than the padding below (docs/runtime.md);
+- elsewhere: exactly the layers whose shape is not invariant wrapped in a RowPadded layer, which pads a pass
+  of fewer rows than the layer needs to that many (the fewest of PAD_ROWS that makes the layer invariant: 2 for
+  the float32 layers above, 16 for the bf16 ones here), probed once per distinct shape at load
+  (`pad_where_needed`). Where a packed layer needs padding, torch's own Linear over the same weight is probed
+  too, and of the two ways that are invariant the one that needs fewer rows is kept (`choose`).
+In float32 attention runs one row at a time in passes of several tokens (attention.rows_attention).
+`row_invariance` then checks the whole model: logits of n-token passes against one-token passes at the same
+positions.
 """
 
 from __future__ import annotations
@@ -40,21 +49,22 @@ import torch
 from .hf import PackedLinear
 
 MIN_ROWS = 16  # rows a RowPadded layer computes at least, unless told otherwise
+# With AMX every bf16 Linear runs in products of this many rows (FixedRows; module docstring): measured on the lent
+# Xeon, qwen2.5-coder-0.5b's shapes, against 16 and 64 (docs/runtime.md)
+FIXED_ROWS = 32
 PAD_ROWS = (2, 4, 8, MIN_ROWS, 32, 64)  # the paddings pad_where_needed tries, fewest rows first
 # pass sizes probed against one-row passes (65: the last token and a prediction draft of its longest, 64 tokens)
 PROBE_ROWS = (2, 3, 4, 5, 8, 9, 16, 17, 24, 32, 33, 48, 64, 65)
 
 
-class RowPadded(torch.nn.Module):
-    """A Linear layer run on at least MIN_ROWS rows (zero rows added and dropped), so that every pass takes
-    the kernel path of a MIN_ROWS-row product, whatever its own number of rows."""
+class _Wrapped(torch.nn.Module):
+    """A Linear layer inside another: what code reading a Linear asks of it (the runner reads the output layer's
+    out_features; transformers ties and resizes embeddings through weight)."""
 
-    def __init__(self, linear: torch.nn.Module, min_rows: int = MIN_ROWS):
+    def __init__(self, linear: torch.nn.Module):
         super().__init__()
-        self.linear, self.min_rows = linear, min_rows
+        self.linear = linear
 
-    # what code reading a Linear asks of it (the runner reads the output layer's out_features; transformers
-    # ties and resizes embeddings through weight)
     @property
     def in_features(self) -> int:
         return self.linear.in_features
@@ -67,6 +77,15 @@ class RowPadded(torch.nn.Module):
     def weight(self) -> torch.Tensor:
         return self.linear.weight
 
+
+class RowPadded(_Wrapped):
+    """A Linear layer run on at least MIN_ROWS rows (zero rows added and dropped), so that every pass takes
+    the kernel path of a MIN_ROWS-row product, whatever its own number of rows."""
+
+    def __init__(self, linear: torch.nn.Module, min_rows: int = MIN_ROWS):
+        super().__init__(linear)
+        self.min_rows = min_rows
+
     def extra_repr(self) -> str:
         return f"min_rows={self.min_rows}"
 
@@ -77,6 +96,33 @@ class RowPadded(torch.nn.Module):
         flat = x.reshape(rows, x.shape[-1])  # [rows, in]
         padded = torch.cat([flat, flat.new_zeros(self.min_rows - rows, flat.shape[-1])])  # [min_rows, in]
         return self.linear(padded)[:rows].reshape(*x.shape[:-1], -1)
+
+
+class FixedRows(_Wrapped):
+    """A Linear layer whose passes are computed in products of exactly `rows` rows, the last block filled up with
+    zero rows: every row of every pass, a one-token pass's too, goes through the same product, so its bits do not
+    depend on the pass's size, whatever the kernels do with other sizes or the data. (That a product's rows do not
+    depend on each other or on their place in it is what the probes and the load's check still test.)
+
+    `in_blocks` False: a pass in one product of its own rows, for prefill, whose rows decide no token
+    (hf.HFRunner.prefill sets it around its passes)."""
+
+    def __init__(self, linear: torch.nn.Module, rows: int):
+        super().__init__(linear)
+        self.rows, self.in_blocks = rows, True
+
+    def extra_repr(self) -> str:
+        return f"rows={self.rows}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., rows, in] -> [..., rows, out]
+        if not self.in_blocks:
+            return self.linear(x)
+        rows = x.shape[:-1].numel()
+        blocks = -(-rows // self.rows)
+        padded = x.new_zeros(blocks * self.rows, x.shape[-1])  # [blocks * self.rows, in]
+        padded[:rows] = x.reshape(rows, x.shape[-1])
+        out = torch.cat([self.linear(block) for block in padded.split(self.rows)]) if blocks > 1 else self.linear(padded)
+        return out[:rows].reshape(*x.shape[:-1], -1)  # out: [blocks * self.rows, out]
 
 
 def rows_invariant(layer: torch.nn.Module, in_features: int, dtype: torch.dtype, seed: int = 0) -> bool:
@@ -146,6 +192,34 @@ def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked
                 setattr(module, name, chosen[shape](child))
                 replaced.append(name)
     return replaced
+
+
+def fixed_rows_here(dtype: torch.dtype) -> int | None:
+    """FIXED_ROWS where this CPU's products of `dtype` need fixed-size blocks to be row-invariant (bf16 with AMX),
+    else None (padding where needed is enough: pad_where_needed)."""
+    from ..cpu import cpu_info
+
+    return FIXED_ROWS if dtype == torch.bfloat16 and "amx_bf16" in cpu_info()["flags"] else None
+
+
+def fix_rows(model: torch.nn.Module, rows: int) -> list[str]:
+    """Every Linear of the model (torch's or packed) in a FixedRows layer of `rows` rows; returns their names."""
+    replaced = []
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) in (torch.nn.Linear, PackedLinear):
+                setattr(module, name, FixedRows(child, rows))
+                replaced.append(name)
+    return replaced
+
+
+def make_row_invariant(model: torch.nn.Module, alternative: Make | None = unpacked) -> list[str]:
+    """The runner's Linear layers made row-invariant on this CPU: in fixed-size blocks where its kernels need them
+    (fixed_rows_here), else padded where needed (pad_where_needed, with `alternative`); returns the names of the
+    layers replaced. The load's check then tests the whole model either way."""
+    linear = next((m for m in model.modules() if type(m) in (torch.nn.Linear, PackedLinear)), None)
+    rows = fixed_rows_here(linear.weight.dtype) if linear is not None else None
+    return fix_rows(model, rows) if rows else pad_where_needed(model, alternative)
 
 
 def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 16, 33)) -> float:
