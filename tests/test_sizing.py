@@ -9,13 +9,15 @@ import pytest
 import torch
 
 from quickdraft.api import Generator
+from conftest import MarkovRunner
 from quickdraft.core import Draft
+from quickdraft.drafters.base import NoDrafter
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.errors import QuickdraftError
 from quickdraft.runners.hf import HFRunner
-from quickdraft.sizing import DraftSizer, PassCosts, sizing_for
+from quickdraft.sizing import DraftSizer, PassCosts, block_fit, sizing_for
 from quickdraft.tokenizer import ByteTokenizer
 
 
@@ -514,3 +516,36 @@ def test_keeps_is_the_causal_trim_asked_token_by_token():
 
 def test_keeps_everything_before_passes_are_priced():
     assert DraftSizer().keeps([0.01])  # trim sends an unpriced draft whole; the drafter must not stop either
+
+
+def test_a_draft_is_kept_from_spilling_a_few_rows_into_another_block():
+    """sizing.block_fit: with 32-row blocks a 64-token draft (65 rows, 1 row into a third block) is cut to 63,
+    spills of more than a quarter block are kept, and so is anything that fits the first block or fills its last."""
+    assert [block_fit(n, 32) for n in (0, 5, 31, 32, 39, 40, 63, 64, 71, 72, 95)] == [0, 5, 31, 31, 31, 40, 63, 63, 63, 72, 95]
+    assert block_fit(64, None) == 64 and block_fit(64, 1) == 64
+
+
+@pytest.mark.parametrize("drafter", ["prediction", "lookup"])
+def test_the_engine_fits_linear_drafts_to_the_runners_row_blocks_and_output_stays_exact(drafter):
+    """A runner that computes passes in 8-row blocks (row_block): no pass of 8m + 1 or 8m + 2 rows past the first
+    block, the same tokens as plain decoding, and no block attribute, no cut (a 9-row pass happens)."""
+    table = torch.randn(64, 64)
+    prompt = [1, 2, 3]
+    runner = MarkovRunner(table)
+    plain = [t for s in generate(runner, prompt, Limits(60), NoDrafter()) for t in s.tokens]
+    make = {"prediction": lambda: PredictionDrafter(plain, PredictionConfig(initial_draft=8, max_draft=8)),
+            "lookup": lambda: PromptLookupDrafter(LookupConfig(min_ngram=1, num_tokens=8))}[drafter]
+    for block in (8, None):
+        runner = MarkovRunner(table)
+        runner.row_block = block
+        sizes = []
+        forward = runner.forward
+        runner.forward = lambda tokens: sizes.append(len(tokens)) or forward(tokens)
+        prompt_ = prompt + plain[:40] + prompt if drafter == "lookup" else prompt
+        ref = plain if drafter == "prediction" else [t for s in generate(MarkovRunner(table), prompt_, Limits(60), NoDrafter()) for t in s.tokens]
+        out = [t for s in generate(runner, prompt_, Limits(60), make()) for t in s.tokens]
+        assert out == ref
+        if block:
+            assert not any(n > block and n % block in (1, 2) for n in sizes) and max(sizes) <= block
+        elif drafter == "prediction":
+            assert 9 in sizes

@@ -26,7 +26,7 @@ from .drafters.base import Drafter, NoDrafter
 from .errors import QuickdraftError
 from .runners.base import Runner, supports_trees
 from .sampling import SamplingParams
-from .sizing import DraftSizer, PassCosts
+from .sizing import DraftSizer, PassCosts, block_fit
 
 # Given the output so far and how many of its tokens are new this step, return how many output
 # tokens to keep if a stop sequence was completed by one of the new tokens, else None.
@@ -97,6 +97,7 @@ def generate(
     context = list(prompt)
     out: list[int] = []
     source = ""  # the drafter that proposed last
+    row_block = getattr(runner, "row_block", None)  # rows per product where passes run in fixed blocks
     while True:
         t_step = clock()
         # A pass emits at most len(draft) + 1 tokens: never draft past the limits.
@@ -109,6 +110,10 @@ def generate(
                 draft = sizer.trim(draft)
             elif draft.source != source:  # another drafter of a chain
                 draft = draft.head(sizer.cap(draft.source, len(draft)))
+        if row_block and draft.parents is None and (sampling.greedy or not draft.forwards):
+            # a pass of whole row blocks (sizing.block_fit); cut by length only where the draft is the context's
+            # function (lookup, predictions) or greedy: a sampled draft model's length follows its drawn tokens
+            draft = draft.head(block_fit(len(draft), row_block))
         source = draft.source or source
         t_drafted = clock()
         if draft.parents is None:

@@ -32,6 +32,9 @@ class Runner(Protocol):
     draft_sizing: str    "cost" where every draft should be capped at the length that pays because a pass
                          costs nearly in proportion to its tokens (llama.cpp); draft_sizing "auto" follows it
                          (sizing.sizing_for)
+    row_block: int       where every pass is computed in products of this many rows (the transformers runner in
+                         bf16 with AMX: invariance.FixedRows), so a pass costs whole blocks: the engine keeps a
+                         linear draft from spilling a few rows into another block (sizing.block_fit)
     """
 
     vocab_size: int  # width of the logits rows
