@@ -6,6 +6,7 @@ import os
 
 import pytest
 import torch
+import transformers
 from tokenizers import Tokenizer as RawTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast,
@@ -15,6 +16,19 @@ VOCAB = 96
 
 # Every load runs the row-invariance check itself (tests patch it); tests/test_runtime.py tests the kept answers
 os.environ["QUICKDRAFT_CHECK_CACHE"] = "off"
+
+
+def _sliding_rollback() -> bool:
+    from packaging.version import Version
+
+    from quickdraft.runners.hf import SLIDING_ROLLBACK_FROM
+
+    return Version(transformers.__version__) >= Version(SLIDING_ROLLBACK_FROM)
+
+
+# tests that run a sliding-window model (tiny_model("gemma3")): the runner refuses those before transformers 5.18
+# (runners/hf.py; tested in test_exactness.py)
+needs_sliding_rollback = pytest.mark.skipif(not _sliding_rollback(), reason="sliding-window rollback needs transformers>=5.18")
 
 
 def tiny_model(arch: str, seed: int = 0):

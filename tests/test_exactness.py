@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 
-from conftest import VOCAB, bf16_or_skip, check_invariants, reference_greedy, tiny_model
+from conftest import VOCAB, bf16_or_skip, check_invariants, needs_sliding_rollback, reference_greedy, tiny_model
 from quickdraft.core import Draft, Stats
 from quickdraft.drafters.base import FirstOf, NoDrafter
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
@@ -226,6 +226,7 @@ def test_context_length_stops_generation(tiny):
     assert steps[-1].finish_reason == "length"
 
 
+@needs_sliding_rollback
 @pytest.mark.parametrize("prompt_len", [5, 40])
 def test_sliding_window_model_rolls_back_exactly(prompt_len):
     # Gemma-3 layout: a 16-token sliding window, so drafts are verified and cut back past the window.
@@ -236,3 +237,14 @@ def test_sliding_window_model_rolls_back_exactly(prompt_len):
     for pred in (ref, edit(ref, "replace", "middle", 4), edit(ref, "insert", "start", 2)):
         assert run(model, prompt, PredictionDrafter(pred))[0] == ref
     assert run(model, prompt, RandomDrafter(ref, len(prompt), seed=1))[0] == ref
+
+
+def test_sliding_window_models_are_refused_where_transformers_cannot_roll_them_back(monkeypatch):
+    """transformers before 5.18 gives a past-recording sliding-window layer more keys than its mask in a second pass
+    without a crop: refused at the runner, before any work, saying which version to install."""
+    from quickdraft.errors import UnsupportedModelError
+
+    monkeypatch.setattr("transformers.__version__", "5.17.0")
+    with pytest.raises(UnsupportedModelError, match=r"sliding-window.*5\.17\.0.*transformers>=5\.18"):
+        HFRunner(tiny_model("gemma3"))
+    HFRunner(tiny_model("llama"))  # no sliding window: any version

@@ -14,7 +14,7 @@ import quickdraft
 from quickdraft.runners.base import reusable_prefix
 from quickdraft.runners.hf import HFRunner
 
-from conftest import VOCAB, save_char_model, tiny_model
+from conftest import VOCAB, needs_sliding_rollback, save_char_model, tiny_model
 
 CHUNK = 8  # prefill passes of 8 tokens in these tests: several chunk boundaries in short prompts
 
@@ -124,6 +124,7 @@ def test_reset_then_forward_without_prefill_starts_from_nothing(tiny):
     assert reusing.prefill(tokens + _tokens(rng, 10)) == 0
 
 
+@needs_sliding_rollback
 def test_reuse_off_and_sliding_window_models_never_reuse():
     rng = random.Random(1)
     prompt = _tokens(rng, 24)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import TreeMarkovRunner, assert_follows, reference_greedy, tiny_model
+from conftest import TreeMarkovRunner, assert_follows, needs_sliding_rollback, reference_greedy, tiny_model
 from quickdraft import trees
 from quickdraft.acceptance import Acceptance, verify_tree
 from quickdraft.core import Draft
@@ -119,6 +119,7 @@ def test_keep_leaves_the_cache_of_the_path(arch):
     torch.testing.assert_close(runner.forward([1, 5]), reference.forward([1, 5]), atol=1e-4, rtol=1e-4)
 
 
+@needs_sliding_rollback
 def test_sliding_window_models_refuse_trees():
     runner = HFRunner(tiny_model("gemma3"))
     assert not runner.supports_trees

@@ -12,6 +12,8 @@ import warnings
 from typing import Sequence
 
 import torch
+import transformers
+from packaging.version import Version
 from transformers import DynamicCache, PreTrainedModel
 
 from .. import trees
@@ -133,6 +135,12 @@ def use_kernels(model: PreTrainedModel, kernels: str) -> str:
     return kernels
 
 
+# transformers before 5.18 hands a sliding-window layer that records its past (for rollback) every key it holds,
+# while the mask covers the window: a second pass without a crop between fails (seen with 5.17 on the lent machine,
+# docs/results/2026-11-26-amx-fixed-rows; 5.18 slices them to the mask)
+SLIDING_ROLLBACK_FROM = "5.18"
+
+
 class HFRunner:
     """Prefix reuse. `reset` keeps the whole prefill chunks (PREFILL_CHUNK, at their fixed positions) of the cache
     it drops, for the last `kept_prefixes` sequences, and the next `prefill` takes the longest run of them that the
@@ -188,8 +196,14 @@ class HFRunner:
                 f"{type(self.model).__name__} keeps state that cannot be rolled back ({', '.join(kinds)}); "
                 "draft-and-verify needs a KV cache that can be cut back to the accepted length"
             )
-        for layer in cache.layers:
-            if getattr(layer, "is_sliding", False) and hasattr(layer, "activate_past_recording"):
+        sliding = [layer for layer in cache.layers if getattr(layer, "is_sliding", False)]
+        if sliding and Version(transformers.__version__) < Version(SLIDING_ROLLBACK_FROM):
+            raise UnsupportedModelError(
+                f"{type(self.model).__name__} has sliding-window layers, which transformers "
+                f"{transformers.__version__} cannot roll back exactly (passes without a crop between them get more "
+                f"keys than their mask has); install transformers>={SLIDING_ROLLBACK_FROM}")
+        for layer in sliding:
+            if hasattr(layer, "activate_past_recording"):
                 layer.activate_past_recording()
         return cache
 
