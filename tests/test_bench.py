@@ -456,3 +456,15 @@ def test_the_ouroboros_ablation_is_a_method_list(bench_model, data, tmp_path):
     rows_run = harness.read_runs(config.out)
     assert sorted(r["method"] for r in rows_run) == sorted([m.name for m in chosen] * 2)
     assert all(r["identical"] for r in rows_run) and not summary.mismatches
+
+
+def test_the_report_names_the_runners_kernels_precision_invariance_and_row_blocks():
+    """What a bench invocation recorded of the transformers runner, as the report's setup line gives it: the row
+    blocks only where passes ran in them (bf16 with AMX: invariance.FixedRows); old runs without the fields read
+    as what they were (torch's Linear, float32)."""
+    amx = {"kernels": "onednn", "dtype": "bf16", "row_invariant": True, "row_block": 32}
+    assert report._kernels(amx) == ("Linear kernels onednn, dtype bf16, row-invariant passes (checked at load), "
+                                    "passes in 32-row blocks, ")
+    assert "blocks" not in report._kernels({**amx, "row_block": None})
+    assert report._kernels({}) == "Linear kernels torch, dtype fp32, "
+    assert report._kernels({"kernels": None}) == ""  # a llama.cpp target

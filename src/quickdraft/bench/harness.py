@@ -499,6 +499,7 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
         "repeats": config.repeats, "kernels": getattr(gen.runner, "kernels", None),
         "dtype": getattr(gen.runner, "dtype", None), "row_invariant": getattr(gen.runner, "row_invariant", None),
         "row_invariance_kept": getattr(gen.runner, "row_invariance_kept", None),
+        "row_block": getattr(gen.runner, "row_block", None),
         "notes": summary.notes, "methods_skipped": [m.name for m in (methods or [METHODS[n] for n in config.methods])
                                                     if m.name not in {r.name for r in runnable}],
     })

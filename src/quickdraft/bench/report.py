@@ -171,7 +171,8 @@ def _kernels(invocation: dict) -> str:
     dtype = invocation.get("dtype", "fp32" if kernels else None)  # runs before the dtype option were float32
     invariant = {True: "row-invariant passes (checked at load), ", False: "passes not row-invariant, "}.get(
         invocation.get("row_invariant"), "")
-    return (f"Linear kernels {kernels}, " if kernels else "") + (f"dtype {dtype}, " if dtype else "") + invariant
+    blocks = f"passes in {invocation['row_block']}-row blocks, " if invocation.get("row_block") else ""  # AMX
+    return (f"Linear kernels {kernels}, " if kernels else "") + (f"dtype {dtype}, " if dtype else "") + invariant + blocks
 
 
 def _setup(meta: dict, rows: list[dict]) -> list[str]:
