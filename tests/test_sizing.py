@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from quickdraft.api import Generator
-from conftest import MarkovRunner
 from quickdraft.core import Draft
 from quickdraft.drafters.base import NoDrafter
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
@@ -19,6 +18,8 @@ from quickdraft.errors import QuickdraftError
 from quickdraft.runners.hf import HFRunner
 from quickdraft.sizing import DraftSizer, PassCosts, block_fit, sizing_for
 from quickdraft.tokenizer import ByteTokenizer
+
+from conftest import MarkovRunner
 
 
 def sizer_with(a: float | None, ratio: float | None, source: str = "lookup", weight: int = 1) -> DraftSizer:
@@ -527,25 +528,24 @@ def test_a_draft_is_kept_from_spilling_a_few_rows_into_another_block():
 
 @pytest.mark.parametrize("drafter", ["prediction", "lookup"])
 def test_the_engine_fits_linear_drafts_to_the_runners_row_blocks_and_output_stays_exact(drafter):
-    """A runner that computes passes in 8-row blocks (row_block): no pass of 8m + 1 or 8m + 2 rows past the first
-    block, the same tokens as plain decoding, and no block attribute, no cut (a 9-row pass happens)."""
+    """A runner that computes passes in 8-row blocks (row_block): no pass spills 1 or 2 rows past the first block,
+    the tokens are plain decoding's, and without the attribute nothing is cut (9-row passes happen)."""
     table = torch.randn(64, 64)
-    prompt = [1, 2, 3]
-    runner = MarkovRunner(table)
-    plain = [t for s in generate(runner, prompt, Limits(60), NoDrafter()) for t in s.tokens]
-    make = {"prediction": lambda: PredictionDrafter(plain, PredictionConfig(initial_draft=8, max_draft=8)),
-            "lookup": lambda: PromptLookupDrafter(LookupConfig(min_ngram=1, num_tokens=8))}[drafter]
+    head = [1, 2, 3]
+
+    def tokens(runner, prompt, drafter):
+        return [t for s in generate(runner, prompt, Limits(60), drafter) for t in s.tokens]
+
+    plain = tokens(MarkovRunner(table), head, NoDrafter())
+    # lookup finds the continuation in its prompt; the prediction is the output itself
+    prompt = head + plain[:40] + head if drafter == "lookup" else head
+    ref = tokens(MarkovRunner(table), prompt, NoDrafter())
     for block in (8, None):
-        runner = MarkovRunner(table)
+        runner, sizes = MarkovRunner(table), []
         runner.row_block = block
-        sizes = []
         forward = runner.forward
-        runner.forward = lambda tokens: sizes.append(len(tokens)) or forward(tokens)
-        prompt_ = prompt + plain[:40] + prompt if drafter == "lookup" else prompt
-        ref = plain if drafter == "prediction" else [t for s in generate(MarkovRunner(table), prompt_, Limits(60), NoDrafter()) for t in s.tokens]
-        out = [t for s in generate(runner, prompt_, Limits(60), make()) for t in s.tokens]
-        assert out == ref
-        if block:
-            assert not any(n > block and n % block in (1, 2) for n in sizes) and max(sizes) <= block
-        elif drafter == "prediction":
-            assert 9 in sizes
+        runner.forward = lambda ids: sizes.append(len(ids)) or forward(ids)
+        make = PredictionDrafter(plain, PredictionConfig(initial_draft=8, max_draft=8)) if drafter == "prediction" \
+            else PromptLookupDrafter(LookupConfig(min_ngram=1, num_tokens=8))
+        assert tokens(runner, prompt, make) == ref
+        assert (max(sizes) == 8) if block else (9 in sizes)
