@@ -138,16 +138,14 @@ def _greedy_after_sdpa_prefill(model, prompt: list[int], n: int, passes: str, pr
     out = []
     with torch.inference_mode():
         if prefilled:
+            from quickdraft.runners.invariance import one_product
+
             model.set_attn_implementation("sdpa")
-            fixed = [m for m in model.modules() if hasattr(m, "in_blocks")]  # FixedRows layers: one product in prefill
-            for m in fixed:
-                m.in_blocks = False
             try:
-                model(input_ids=torch.tensor([prompt[:prefilled]]), use_cache=True, **kw)
+                with one_product(model):  # FixedRows layers: one product per prefill pass
+                    model(input_ids=torch.tensor([prompt[:prefilled]]), use_cache=True, **kw)
             finally:
                 model.set_attn_implementation(passes)
-                for m in fixed:
-                    m.in_blocks = True
         for t in prompt[prefilled:-1]:  # the context after what was prefilled, one token per pass
             model(input_ids=torch.tensor([[t]]), use_cache=True, **kw)
         last = prompt[-1]

@@ -175,9 +175,10 @@ class HFRunner:
         # qwen2.5-coder-0.5b in 21.5 s instead of 53-56 s on the project's CPU (docs/runtime.md).
         self.prefill_attention: str | None = (
             "sdpa" if model.config._attn_implementation in (attention.NAME, attention.ROWS) else None)
-        self._fixed_rows = [m for m in model.modules() if hasattr(m, "in_blocks")]  # invariance.FixedRows layers
+        from .invariance import FixedRows
+
         # rows per product where every pass runs in fixed-size blocks (bf16 with AMX): the engine fits drafts to them
-        self.row_block: int | None = max((m.rows for m in self._fixed_rows), default=None)
+        self.row_block: int | None = max((m.rows for m in model.modules() if isinstance(m, FixedRows)), default=None)
         # Trees need every layer's keys in one tensor per layer to pick a path from (sliding-window
         # layers keep a rolling buffer instead).
         self.supports_trees: bool = not any(getattr(layer, "is_sliding", False) for layer in self.cache.layers)
@@ -229,20 +230,19 @@ class HFRunner:
             if start:
                 self.cache, _ = self._kept.pop(taken.index(start))
                 self.cache.crop(start - self.length)  # a view: the next pass's append copies it anyway
+        from .invariance import one_product
+
         passes = self.model.config._attn_implementation
         if self.prefill_attention:
             self.model.set_attn_implementation(self.prefill_attention)
-        for layer in self._fixed_rows:  # for the same reason, one product per layer and pass, not fixed-size blocks
-            layer.in_blocks = False
         try:
-            for begin in range(start, len(tokens), self.prefill_chunk):
-                chunk = torch.tensor([tokens[begin : begin + self.prefill_chunk]], dtype=torch.long)
-                self.model(input_ids=chunk, **{self._cache_kw: self.cache}, use_cache=True, logits_to_keep=1)
+            with one_product(self.model):  # for the same reason, one product per layer and pass, not fixed-size blocks
+                for begin in range(start, len(tokens), self.prefill_chunk):
+                    chunk = torch.tensor([tokens[begin : begin + self.prefill_chunk]], dtype=torch.long)
+                    self.model(input_ids=chunk, **{self._cache_kw: self.cache}, use_cache=True, logits_to_keep=1)
         finally:
             if self.prefill_attention:
                 self.model.set_attn_implementation(passes)
-            for layer in self._fixed_rows:
-                layer.in_blocks = True
         if self.length == len(tokens):  # passes from position 0: its whole chunks can serve a later sequence
             self._chunked = tokens[: len(tokens) - len(tokens) % self.prefill_chunk]
         return start

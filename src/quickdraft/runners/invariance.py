@@ -41,8 +41,9 @@ positions.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -105,7 +106,7 @@ class FixedRows(_Wrapped):
     depend on each other or on their place in it is what the probes and the load's check still test.)
 
     `in_blocks` False: a pass in one product of its own rows, for prefill, whose rows decide no token
-    (hf.HFRunner.prefill sets it around its passes)."""
+    (`one_product`, around hf.HFRunner.prefill's passes)."""
 
     def __init__(self, linear: torch.nn.Module, rows: int):
         super().__init__(linear)
@@ -181,17 +182,20 @@ def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked
     model's check at load then finds the difference). alternative None: only padding is tried."""
     chosen: dict[tuple[int, int], Make | None] = {}
     replaced = []
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if type(child) not in (torch.nn.Linear, PackedLinear):
-                continue
-            shape = tuple(child.weight.shape)
-            if shape not in chosen:
-                chosen[shape] = choose(child, shape[1], alternative)
-            if chosen[shape] is not None:
-                setattr(module, name, chosen[shape](child))
-                replaced.append(name)
+    for module, name, child in _linear_layers(model):
+        shape = tuple(child.weight.shape)
+        if shape not in chosen:
+            chosen[shape] = choose(child, shape[1], alternative)
+        if chosen[shape] is not None:
+            setattr(module, name, chosen[shape](child))
+            replaced.append(name)
     return replaced
+
+
+def _linear_layers(model: torch.nn.Module) -> list[tuple[torch.nn.Module, str, torch.nn.Module]]:
+    """(parent, name, layer) for every Linear of the model, torch's or packed, not yet wrapped."""
+    return [(module, name, child) for module in model.modules() for name, child in module.named_children()
+            if type(child) in (torch.nn.Linear, PackedLinear)]
 
 
 def fixed_rows_here(dtype: torch.dtype) -> int | None:
@@ -204,21 +208,32 @@ def fixed_rows_here(dtype: torch.dtype) -> int | None:
 
 def fix_rows(model: torch.nn.Module, rows: int) -> list[str]:
     """Every Linear of the model (torch's or packed) in a FixedRows layer of `rows` rows; returns their names."""
-    replaced = []
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if type(child) in (torch.nn.Linear, PackedLinear):
-                setattr(module, name, FixedRows(child, rows))
-                replaced.append(name)
-    return replaced
+    layers = _linear_layers(model)
+    for module, name, child in layers:
+        setattr(module, name, FixedRows(child, rows))
+    return [name for _, name, _ in layers]
+
+
+@contextmanager
+def one_product(model: torch.nn.Module) -> Iterator[None]:
+    """Inside, the model's FixedRows layers compute each pass in one product of its own rows (prefill, whose rows
+    decide no token: hf.HFRunner.prefill); blocks again after, also after an error."""
+    layers = [m for m in model.modules() if isinstance(m, FixedRows)]
+    for layer in layers:
+        layer.in_blocks = False
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.in_blocks = True
 
 
 def make_row_invariant(model: torch.nn.Module, alternative: Make | None = unpacked) -> list[str]:
     """The runner's Linear layers made row-invariant on this CPU: in fixed-size blocks where its kernels need them
     (fixed_rows_here), else padded where needed (pad_where_needed, with `alternative`); returns the names of the
     layers replaced. The load's check then tests the whole model either way."""
-    linear = next((m for m in model.modules() if type(m) in (torch.nn.Linear, PackedLinear)), None)
-    rows = fixed_rows_here(linear.weight.dtype) if linear is not None else None
+    layers = _linear_layers(model)
+    rows = fixed_rows_here(layers[0][2].weight.dtype) if layers else None
     return fix_rows(model, rows) if rows else pad_where_needed(model, alternative)
 
 
