@@ -110,15 +110,15 @@ def bf16_or_skip(model) -> None:
 
 def reference_greedy(model, prompt: list[int], n: int, prefilled: int | None = None) -> list[int]:
     """Plain greedy decoding by transformers itself: the ground truth for exactness. A model on the runner's own
-    attention (grouped, or one row at a time) is decoded as that runner decodes plainly: the prompt but its last token prefilled with SDPA
-    (runners/hf.py: prefill's logits decide nothing), then one token per forward pass; written out here with the
-    model's own forward, not the runner's code. prefilled: how many leading tokens were prefilled (default: all but
+    attention (grouped, or one row at a time) is decoded as that runner decodes plainly: the prompt but its last token
+    prefilled with the runner's prefill attention (attention.prefill_here; runners/hf.py: prefill's logits decide
+    nothing), then one token per forward pass; written out here with the model's own forward, not the runner's code. prefilled: how many leading tokens were prefilled (default: all but
     the last); the rest are decoded one per pass (a drafter's runner that prefilled only the request's prompt)."""
     from quickdraft.runners import attention
 
     passes = model.config._attn_implementation
     if passes in (attention.NAME, attention.ROWS):
-        return _greedy_after_sdpa_prefill(model, prompt, n, passes, len(prompt) - 1 if prefilled is None else prefilled)
+        return _greedy_after_prefill(model, prompt, n, passes, len(prompt) - 1 if prefilled is None else prefilled)
     ids = torch.tensor([prompt])
     with torch.inference_mode():
         out = model.generate(
@@ -128,10 +128,12 @@ def reference_greedy(model, prompt: list[int], n: int, prefilled: int | None = N
     return out[0, len(prompt):].tolist()
 
 
-def _greedy_after_sdpa_prefill(model, prompt: list[int], n: int, passes: str, prefilled: int) -> list[int]:
+def _greedy_after_prefill(model, prompt: list[int], n: int, passes: str, prefilled: int) -> list[int]:
     import inspect
 
     from transformers import DynamicCache
+
+    from quickdraft.runners import attention
 
     cache = DynamicCache(config=model.config)
     kw = {"cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values": cache}
@@ -140,7 +142,7 @@ def _greedy_after_sdpa_prefill(model, prompt: list[int], n: int, passes: str, pr
         if prefilled:
             from quickdraft.runners.invariance import one_product
 
-            model.set_attn_implementation("sdpa")
+            model.set_attn_implementation(attention.prefill_here(model.dtype))
             try:
                 with one_product(model):  # FixedRows layers: one product per prefill pass
                     model(input_ids=torch.tensor([prompt[:prefilled]]), use_cache=True, **kw)

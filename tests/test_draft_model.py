@@ -140,7 +140,7 @@ def test_drafts_are_the_draft_models_own_greedy_continuation(tiny):
 
         def propose(self, context, budget):
             d = inner.propose(context, budget)
-            if len(d):  # (its runner prefilled the prompt but its last token; a bf16 one prefills with SDPA)
+            if len(d):  # (its runner prefilled the prompt but its last token, with its prefill attention)
                 assert list(d.tokens) == reference_greedy(draft_model, list(context), len(d), prefilled=begun[-1] - 1)
                 checked.append(len(d))
             return d

@@ -267,25 +267,106 @@ def test_the_runners_attention_computes_eager_attention(arch, name):
     assert torch.allclose(a.forward_tree(tokens, parents), b.forward_tree(tokens, parents), atol=1e-5)
 
 
-def test_bf16_prefill_runs_sdpa_and_decoding_stays_exact():
-    """Prefill's logits decide nothing, so the bf16 runner prefills with SDPA (fast on long prompts) and runs every
-    other pass on the row-invariant grouped attention: the implementation is SDPA during prefill only, and drafted
-    output still equals plain decoding on the same runner (both start from the same prefilled cache)."""
+def _attention_in_float64(query, key, value, mask, scaling):
+    """Attention as the formula writes it, in float64: query [b, H, n, D], key/value [b, Hkv, L, D], additive mask
+    [b or 1, 1, n, L] or None -> [b, n, H, D]."""
+    G = query.shape[1] // key.shape[1]
+    k, v = key.double().repeat_interleave(G, 1), value.double().repeat_interleave(G, 1)  # [b, H, L, D]
+    scores = query.double() @ k.transpose(2, 3) * scaling  # [b, H, n, L]
+    if mask is not None:
+        scores = scores + mask.double()
+    return (torch.softmax(scores, -1) @ v).transpose(1, 2)
+
+
+def _additive(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+    """[b, n, L] bool -> eager attention's additive mask [b, 1, n, L]."""
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[:, None]
+
+
+@pytest.mark.parametrize("case", ["causal after a cache", "first pass", "sliding window", "batch, padded", "no mask"])
+def test_prefill_attention_computes_attention(case):
+    """attention.prefill_attention, by blocks of query rows against the keys they may see: the attention the formula
+    gives (float64) for every kind of mask a prefill pass gets, over block boundaries (n = 150: two whole blocks of
+    PREFILL_BLOCK and a part). Keys no row may see are not read at all: they hold NaN here."""
+    torch.manual_seed(0)
+    b, H, Hkv, D, n = 1, 6, 2, 16, 150
+    cached = 0 if case == "first pass" else 100
+    L = cached + n
+    position = torch.arange(cached, L)[:, None]  # [n, 1]
+    allowed = (torch.arange(L)[None] <= position)[None]  # [1, n, L]: causal after the cache
+    if case == "sliding window":
+        allowed = allowed & (torch.arange(L)[None] > position - 40)
+    if case == "batch, padded":  # the second sequence's first 7 positions are padding
+        b = 2
+        allowed = allowed.repeat(2, 1, 1)
+        allowed[1, :, :7] = False
+    mask = None if case == "no mask" else _additive(allowed)
+    query = torch.randn(b, H, n, D)
+    key, value = torch.randn(b, Hkv, L + 5, D), torch.randn(b, Hkv, L + 5, D)
+    key[:, :, L:], value[:, :, L:] = float("nan"), float("nan")  # past the mask's keys: never seen
+    if case == "causal after a cache":  # and the last 3 of the mask's keys masked for every row: not read either
+        allowed[..., -3:] = False
+        mask = _additive(allowed)
+        key[:, :, L - 3 :], value[:, :, L - 3 :] = float("nan"), float("nan")
+    out, _ = attention.prefill_attention(None, query, key[:, :, :L], value[:, :, :L], mask, scaling=0.25)
+    assert out.shape == (b, n, H, D)
+    expected = _attention_in_float64(query, key[:, :, :L].nan_to_num(), value[:, :, :L].nan_to_num(), mask, 0.25)
+    assert torch.allclose(out.double(), expected, atol=1e-5)
+
+
+def test_prefill_attention_in_bf16_is_eager_attentions_precision_and_repeats_its_bits():
+    """In bf16: as close to the formula as transformers' eager attention in bf16 is, and the same bits every time the
+    same pass runs (prefix reuse takes a prefill's rows as they were computed)."""
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+
+    torch.manual_seed(1)
+    n, L = 200, 600
+    query, key, value = torch.randn(1, 8, n, 64), torch.randn(1, 2, L, 64), torch.randn(1, 2, L, 64)
+    mask = _additive((torch.arange(L)[None] <= torch.arange(L - n, L)[:, None])[None], torch.bfloat16)
+    q, k, v = (t.bfloat16() for t in (query, key, value))
+    ours, _ = attention.prefill_attention(None, q, k, v, mask, scaling=0.125)
+    module = type("Attention", (), {"num_key_value_groups": 4, "training": False})()
+    eager, _ = eager_attention_forward(module, q, k, v, mask, scaling=0.125)
+    exact = _attention_in_float64(q, k, v, mask, 0.125)
+    assert (ours.double() - exact).abs().max() <= 2 * (eager.double() - exact).abs().max()
+    assert torch.equal(attention.prefill_attention(None, q.clone(), k.clone(), v.clone(), mask.clone(), scaling=0.125)[0],
+                       ours)
+
+
+def test_the_cpu_decides_what_prefill_attention_runs(monkeypatch):
+    """attention.prefill_here: the blocks in bf16 on AVX512_BF16 without AMX (where they were measured faster), SDPA
+    in float32, with AMX, and without bf16 instructions."""
+    flags = {"amx": ["avx512f", "avx512_bf16", "amx_tile", "amx_bf16"], "avx512_bf16": ["avx512f", "avx512_bf16"],
+             "avx2": ["avx2", "fma"]}
+    for cpu, fl in flags.items():
+        monkeypatch.setattr("quickdraft.cpu.cpu_info", lambda fl=fl: {"model": cpu, "flags": fl})
+        assert attention.prefill_here(torch.float32) == "sdpa"
+        assert attention.prefill_here(torch.bfloat16) == (attention.PREFILL if cpu == "avx512_bf16" else "sdpa")
+        assert HFRunner(tiny_model("qwen2-fp32")).prefill_attention == "sdpa"
+    assert HFRunner(tiny_model("qwen2")).prefill_attention is None  # a model on its own attention: prefill as loaded
+
+
+def test_bf16_prefill_runs_its_own_attention_and_decoding_stays_exact(monkeypatch):
+    """Prefill's logits decide nothing, so the bf16 runner prefills with attention.prefill_attention (fast on long
+    prompts; on a CPU like the project's EPYC, as here) and runs every other pass on the row-invariant grouped
+    attention: that implementation during prefill only, and drafted output still equals plain decoding on the same
+    runner (both start from the same prefilled cache)."""
     from quickdraft.core import Stats
     from quickdraft.drafters.prediction import PredictionDrafter
     from quickdraft.engine import Limits, generate
 
     model = tiny_model("qwen2-bf16")
     bf16_or_skip(model)
+    monkeypatch.setattr("quickdraft.cpu.cpu_info", lambda: {"model": "EPYC", "flags": ["avx512f", "avx512_bf16"]})
     runner = HFRunner(model)
-    assert runner.prefill_attention == "sdpa"
+    assert runner.prefill_attention == attention.PREFILL
     seen = []
     hook = model.model.layers[0].register_forward_pre_hook(lambda m, a: seen.append(model.config._attn_implementation))
     prompt = [(i * 13 + 5) % runner.vocab_size for i in range(300)]
     runner.prefill(prompt)
     runner.forward([3])
     hook.remove()
-    assert seen == ["sdpa"] * 1 + [attention.NAME] and model.config._attn_implementation == attention.NAME
+    assert seen == [attention.PREFILL] + [attention.NAME] and model.config._attn_implementation == attention.NAME
     runner.reset()
 
     def tokens(drafter):
@@ -294,8 +375,6 @@ def test_bf16_prefill_runs_sdpa_and_decoding_stays_exact():
     plain = tokens(None)
     for prediction in (plain, plain[:10] + [7, 7] + plain[12:], [1, 2, 3] * 10):
         assert tokens(PredictionDrafter(prediction)) == plain
-    assert HFRunner(tiny_model("qwen2")).prefill_attention is None  # a model on its own attention: prefill as loaded
-    assert HFRunner(tiny_model("qwen2-fp32")).prefill_attention == "sdpa"
 
 
 # -- float32: exact by construction (attention one row at a time, layers padded where needed) ------------------
