@@ -333,6 +333,32 @@ def test_prefill_attention_in_bf16_is_eager_attentions_precision_and_repeats_its
                        ours)
 
 
+def test_attention_the_runner_does_not_compute_is_refused_at_load(tmp_path):
+    """Gemma 2 asks its attention to soft-cap the scores: the runner's attentions (grouped, one row at a time,
+    prefill) do not, so they refuse to run it, and the exact runner refuses the model at load, before any work,
+    rather than decoding with other attention than the model's."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Gemma2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=16)
+    assert config.attn_logit_softcapping is not None
+    model = Gemma2ForCausalLM(config)
+    for name in (attention.NAME, attention.ROWS, attention.PREFILL):
+        model.set_attn_implementation(attention.register(name))
+        with pytest.raises(UnsupportedModelError, match="Gemma2Attention asks its attention for logit soft-capping"):
+            model(input_ids=torch.tensor([[1, 2, 3]]))
+    uncapped = Gemma2ForCausalLM(Gemma2Config(**{**config.to_dict(), "attn_logit_softcapping": None}))  # runs
+    uncapped.set_attn_implementation(attention.register(attention.NAME))
+    with torch.inference_mode():
+        assert uncapped(input_ids=torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, 64)
+    assert attention.not_computed(model) == ["logit soft-capping (Gemma 2)"] and attention.not_computed(uncapped) == []
+    model.save_pretrained(tmp_path)
+    for dtype in (torch.float32, torch.bfloat16):
+        with pytest.raises(UnsupportedModelError, match="Gemma2ForCausalLM's attention has logit soft-capping"):
+            hf.exact_runner(tmp_path, dtype)
+
+
 def test_the_cpu_decides_what_prefill_attention_runs(monkeypatch):
     """attention.prefill_here: the blocks in bf16 on AVX512_BF16 without AMX (where they were measured faster), SDPA
     in float32, with AMX, and without bf16 instructions."""

@@ -44,8 +44,8 @@ ROWS = "quickdraft_rows"
 PREFILL = "quickdraft_prefill"
 SOFTMAX_BLOCK = 64  # softmax rows are padded with -inf keys to a multiple of this
 VALUE_BLOCK = 1024  # weights times values is summed this many keys at a time
-# Query positions per product in `prefill_attention`. A 512-token prefill pass of qwen2.5-coder-0.5b after 1,536
-# cached tokens (bf16, the project's EPYC): 64 and 128 about 18 ms a layer, 32 about 22, 16 about 32, SDPA 32.
+# Query positions per product in `prefill_attention`. One layer's 512-token prefill pass of qwen2.5-coder-0.5b after
+# 1,536 cached tokens (bf16, the project's EPYC; one-off runs): 64 and 128 about 18 ms, 32 about 22, 16 and SDPA 32.
 PREFILL_BLOCK = 64
 
 
@@ -78,9 +78,34 @@ def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: tor
     return out.to(q.dtype)
 
 
+# What some models hand the attention beyond query, keys, values, mask and scaling, which these functions do not
+# compute: the keyword it comes as, the attention module's attribute that holds it, and what it is. A runner refuses
+# such a model at load (not_computed), and the functions refuse to run it (refuse_what_is_not_computed), rather than
+# compute other attention than the model's.
+NOT_COMPUTED = (("softcap", "attn_logit_softcapping", "logit soft-capping (Gemma 2)"),
+                ("s_aux", "sinks", "attention sinks (gpt-oss)"))
+
+
+def not_computed(model: torch.nn.Module) -> list[str]:
+    """What of NOT_COMPUTED the model's attention modules hold."""
+    return [what for _, attribute, what in NOT_COMPUTED
+            if any(getattr(m, attribute, None) is not None for m in model.modules())]
+
+
+def refuse_what_is_not_computed(module: torch.nn.Module | None, kwargs: dict) -> None:
+    asked = [what for keyword, _, what in NOT_COMPUTED if kwargs.get(keyword) is not None]
+    if asked:
+        from ..errors import UnsupportedModelError
+
+        raise UnsupportedModelError(
+            f"{type(module).__name__} asks its attention for {' and '.join(asked)}, which quickdraft's exact runner "
+            "does not compute")
+
+
 def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                       attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
                       **kwargs) -> tuple[torch.Tensor, None]:
+    refuse_what_is_not_computed(module, kwargs)
     b, H, n, D = query.shape  # key, value: [b, Hkv, L, D]
     Hkv, L = key.shape[1], key.shape[2]
     G = H // Hkv
@@ -93,6 +118,7 @@ def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
 def rows_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                    attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
                    **kwargs) -> tuple[torch.Tensor, None]:
+    refuse_what_is_not_computed(module, kwargs)
     b, H, n, D = query.shape  # key, value: [b, Hkv, L, D]; the runner passes one sequence (b = 1)
     if n == 1:
         return grouped_attention(module, query, key, value, attention_mask, scaling)
@@ -132,9 +158,11 @@ def prefill_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     runner's passes compute them: grouped_attention) in products of PREFILL_BLOCK query positions, a KV head's G query
     heads stacked, each block against the keys its rows may see: after the last key any of them sees nothing is
     computed, and the mask is added only from the first key any of them may not see. Each block's scores stay in
-    the core's caches between the three products, where SDPA's CPU kernel and one product over all rows do not: 1.7x
-    faster than SDPA for a 512-token pass after 512-3,584 cached tokens on the project's EPYC (docs/runtime.md).
-    Rows that see no key at all (none in a causal prefill) get the first key's value, not eager attention's mean."""
+    the core's caches between the three products, where SDPA's CPU kernel and one product over all rows do not: in bf16
+    1.55-1.65x faster than SDPA for a 512-token pass after 512-3,584 cached tokens on the project's EPYC, at eager
+    attention's precision, a little below SDPA's (docs/runtime.md).
+    Rows that see no key at all (none in a causal prefill) are not computed as eager attention computes them."""
+    refuse_what_is_not_computed(module, kwargs)
     b, H, n, D = query.shape  # key, value: [b, Hkv, L, D]
     Hkv, L = key.shape[1], key.shape[2]
     G = H // Hkv

@@ -172,10 +172,13 @@ class HFRunner:
         # pass), so only the cache it leaves matters, and that is the same for plain decoding and every drafter
         # whatever attention computed it. The runner's row-invariant attention (attention.py: grouped, or one row
         # at a time) is slow on long prompts (it materialises every score), so prefill runs another there
-        # (attention.prefill_here: in bf16 on AVX512_BF16 attention.prefill_attention, 1.7x faster than SDPA's on the
-        # project's CPU; else SDPA; docs/runtime.md has the figures).
+        # (attention.prefill_here: in bf16 on AVX512_BF16 attention.prefill_attention, whose attention is about 1.6x
+        # faster than SDPA's on the project's CPU; else SDPA; docs/runtime.md has the figures).
         self.prefill_attention: str | None = None
         if model.config._attn_implementation in (attention.NAME, attention.ROWS):
+            if attention.not_computed(model):
+                raise UnsupportedModelError(f"{type(model).__name__}'s attention has {' and '.join(attention.not_computed(model))}, "
+                                            "which quickdraft's exact runner does not compute")
             self.prefill_attention = attention.prefill_here(model.dtype)
         from .invariance import FixedRows
 
