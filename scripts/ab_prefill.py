@@ -1,7 +1,10 @@
 """The bf16 runner's prefill attention against SDPA's (its prefill before), on the real model, alternating in one process.
 
-Three measurements, each printed as it finishes:
+Four measurements, each printed as it finishes:
 
+- --layer CACHED,...: one layer's attention alone for a 512-token prefill pass after CACHED tokens, on random values of
+  qwen2.5-coder-0.5b's shapes (14 query heads, 2 KV heads, 64 dimensions), SDPA against the blocks, in bf16 and
+  float32 (median of 7);
 - prefill seconds for prompts of --lengths random tokens, each attention in turn, --reps rounds;
 - --accuracy K: how far each bf16 prefill leaves the model from float32: on refactor tasks SKIP+1..SKIP+K (their
   original file, at most 2,600 tokens), the file but its last 64 tokens prefilled, then one 64-token pass; per
@@ -10,6 +13,7 @@ Three measurements, each printed as it finishes:
 - --refactors SKIP:END: whole edits of the refactor set (tasks SKIP+1..END, the file as prediction, 512 new tokens),
   each run twice with either attention in turn: seconds in all, prefill and decoding.
 
+    .venv/bin/python scripts/ab_prefill.py --layer 512,1536,3584 --lengths ''
     .venv/bin/python scripts/ab_prefill.py --lengths 728,2048,4096 --accuracy 4 --refactors 3:7
 
 Prefix reuse is off (every run prefills its whole prompt). Timings depend on the machine: its CPU is printed first.
@@ -29,6 +33,32 @@ from quickdraft.cpu import describe
 from quickdraft.runners import attention
 
 SDPA = "sdpa"
+
+
+def layer_times(cached: list[int]) -> None:
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    def median_ms(f) -> float:
+        f()
+        seconds = []
+        for _ in range(7):
+            t = time.perf_counter()
+            f()
+            seconds.append(time.perf_counter() - t)
+        return statistics.median(seconds) * 1e3
+
+    torch.manual_seed(0)
+    n, H, Hkv, D = 512, 14, 2, 64
+    for c in cached:
+        L = c + n
+        visible = torch.arange(L)[None] <= torch.arange(c, L)[:, None]  # [n, L]: causal after the cache
+        for dtype in (torch.bfloat16, torch.float32):
+            q, k, v = torch.randn(1, H, n, D, dtype=dtype), torch.randn(1, Hkv, L, D, dtype=dtype), torch.randn(1, Hkv, L, D, dtype=dtype)
+            mask = torch.zeros(1, 1, n, L, dtype=dtype).masked_fill(~visible, torch.finfo(dtype).min)
+            s = median_ms(lambda: sdpa(q, k, v, attn_mask=mask, enable_gqa=True, scale=D ** -0.5))
+            b = median_ms(lambda: attention.prefill_attention(None, q, k, v, mask, D ** -0.5))
+            print(f"one layer, 512-token pass after {c} cached tokens, {dtype}: SDPA {s:.1f} ms, blocks {b:.1f} ms "
+                  f"({s / b:.2f}x)", flush=True)
 
 
 def prefill_times(runner, lengths: list[int], reps: int) -> None:
@@ -92,6 +122,7 @@ def end_to_end(gen, tasks) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--layer", default="", help="cached lengths to time one layer's attention at (random values)")
     ap.add_argument("--lengths", default="728,2048,4096", help="prompt lengths to time prefill at ('' for none)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--accuracy", type=int, default=0, help="refactor tasks to compare with float32 (after --skip)")
@@ -100,10 +131,14 @@ def main() -> None:
     args = ap.parse_args()
     from quickdraft.bench import workloads as W
 
-    gen = quickdraft.load(args.model, dtype="bf16", progress=False)
-    gen.runner.reuse_prefix = False
     print(f"CPU: {describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads; {args.model} bf16, "
           f"prefill by SDPA against attention.prefill_attention (blocks of {attention.PREFILL_BLOCK} query rows)")
+    if args.layer:
+        layer_times([int(c) for c in args.layer.split(",")])
+    if not (args.lengths or args.accuracy or args.refactors):
+        return
+    gen = quickdraft.load(args.model, dtype="bf16", progress=False)
+    gen.runner.reuse_prefix = False
     if args.lengths:
         prefill_times(gen.runner, [int(n) for n in args.lengths.split(",")], args.reps)
     if args.accuracy:
@@ -111,7 +146,6 @@ def main() -> None:
     if args.refactors:
         skip, end = map(int, args.refactors.split(":"))
         end_to_end(gen, list(W.WORKLOADS["refactor"].load(W.data_dir(), end))[skip:])
-    gen.runner.prefill_attention = attention.PREFILL
 
 
 if __name__ == "__main__":
