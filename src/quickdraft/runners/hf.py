@@ -176,9 +176,10 @@ class HFRunner:
         # faster than SDPA's on the project's CPU; else SDPA; docs/runtime.md has the figures).
         self.prefill_attention: str | None = None
         if model.config._attn_implementation in (attention.NAME, attention.ROWS):
-            if attention.not_computed(model):
-                raise UnsupportedModelError(f"{type(model).__name__}'s attention has {' and '.join(attention.not_computed(model))}, "
-                                            "which quickdraft's exact runner does not compute")
+            missing = attention.not_computed(model)
+            if missing:
+                raise UnsupportedModelError(f"{type(model).__name__}'s attention has {' and '.join(missing)}, which "
+                                            "quickdraft's exact runner does not compute")
             self.prefill_attention = attention.prefill_here(model.dtype)
         from .invariance import FixedRows
 
