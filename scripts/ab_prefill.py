@@ -53,7 +53,8 @@ def layer_times(cached: list[int]) -> None:
         L = c + n
         visible = torch.arange(L)[None] <= torch.arange(c, L)[:, None]  # [n, L]: causal after the cache
         for dtype in (torch.bfloat16, torch.float32):
-            q, k, v = torch.randn(1, H, n, D, dtype=dtype), torch.randn(1, Hkv, L, D, dtype=dtype), torch.randn(1, Hkv, L, D, dtype=dtype)
+            q = torch.randn(1, H, n, D, dtype=dtype)
+            k, v = torch.randn(1, Hkv, L, D, dtype=dtype), torch.randn(1, Hkv, L, D, dtype=dtype)
             mask = torch.zeros(1, 1, n, L, dtype=dtype).masked_fill(~visible, torch.finfo(dtype).min)
             s = median_ms(lambda: sdpa(q, k, v, attn_mask=mask, enable_gqa=True, scale=D ** -0.5))
             b = median_ms(lambda: attention.prefill_attention(None, q, k, v, mask, D ** -0.5))

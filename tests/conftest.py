@@ -112,8 +112,9 @@ def reference_greedy(model, prompt: list[int], n: int, prefilled: int | None = N
     """Plain greedy decoding by transformers itself: the ground truth for exactness. A model on the runner's own
     attention (grouped, or one row at a time) is decoded as that runner decodes plainly: the prompt but its last token
     prefilled with the runner's prefill attention (attention.prefill_here; runners/hf.py: prefill's logits decide
-    nothing), then one token per forward pass; written out here with the model's own forward, not the runner's code. prefilled: how many leading tokens were prefilled (default: all but
-    the last); the rest are decoded one per pass (a drafter's runner that prefilled only the request's prompt)."""
+    nothing), then one token per forward pass; written out here with the model's own forward, not the runner's code.
+    prefilled: how many leading tokens were prefilled (default: all but the last); the rest are decoded one per pass
+    (a drafter's runner that prefilled only the request's prompt)."""
     from quickdraft.runners import attention
 
     passes = model.config._attn_implementation

@@ -287,7 +287,8 @@ def _additive(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
 def test_prefill_attention_computes_attention(case):
     """attention.prefill_attention, by blocks of query rows against the keys they may see: the attention the formula
     gives (float64) for every kind of mask a prefill pass gets, over block boundaries (n = 150: two whole blocks of
-    PREFILL_BLOCK and a part). Keys no row may see are not read at all: they hold NaN here."""
+    PREFILL_BLOCK and a part). Keys no row may see are not read at all: the last 3, masked for every row in the first
+    case, hold NaN there."""
     torch.manual_seed(0)
     b, H, Hkv, D, n = 1, 6, 2, 16, 150
     cached = 0 if case == "first pass" else 100
@@ -302,15 +303,14 @@ def test_prefill_attention_computes_attention(case):
         allowed[1, :, :7] = False
     mask = None if case == "no mask" else _additive(allowed)
     query = torch.randn(b, H, n, D)
-    key, value = torch.randn(b, Hkv, L + 5, D), torch.randn(b, Hkv, L + 5, D)
-    key[:, :, L:], value[:, :, L:] = float("nan"), float("nan")  # past the mask's keys: never seen
-    if case == "causal after a cache":  # and the last 3 of the mask's keys masked for every row: not read either
+    key, value = torch.randn(b, Hkv, L, D), torch.randn(b, Hkv, L, D)
+    if case == "causal after a cache":  # the last 3 keys masked for every row: never read
         allowed[..., -3:] = False
         mask = _additive(allowed)
-        key[:, :, L - 3 :], value[:, :, L - 3 :] = float("nan"), float("nan")
-    out, _ = attention.prefill_attention(None, query, key[:, :, :L], value[:, :, :L], mask, scaling=0.25)
+        key[:, :, -3:], value[:, :, -3:] = float("nan"), float("nan")
+    out, _ = attention.prefill_attention(None, query, key, value, mask, scaling=0.25)
     assert out.shape == (b, n, H, D)
-    expected = _attention_in_float64(query, key[:, :, :L].nan_to_num(), value[:, :, :L].nan_to_num(), mask, 0.25)
+    expected = _attention_in_float64(query, key.nan_to_num(), value.nan_to_num(), mask, 0.25)
     assert torch.allclose(out.double(), expected, atol=1e-5)
 
 
