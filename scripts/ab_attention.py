@@ -94,11 +94,22 @@ def end_to_end(gen, args) -> None:
     from quickdraft.bench import workloads as W
 
     skip, end = map(int, args.refactors.split(":"))
-    for task in list(W.WORKLOADS["refactor"].load(W.data_dir(), end))[skip:]:
+    model = gen.runner.model
+    edits_alternating(gen, list(W.WORKLOADS["refactor"].load(W.data_dir(), end))[skip:],
+                      {"before": lambda: model.set_attn_implementation(BEFORE),
+                       "after": lambda: model.set_attn_implementation(attention.NAME)})
+    model.set_attn_implementation(attention.NAME)
+
+
+def edits_alternating(gen, tasks, variants: dict) -> None:
+    """Whole edits (the file as prediction, 512 new tokens), each task run twice with every variant in turn
+    (variants: name -> a function that switches the loaded `gen` to it): seconds in all, decoding and prefill, and
+    whether every run of a task wrote the same tokens. Also scripts/ab_prefill.py's."""
+    for task in tasks:
         outputs = []
         for _ in range(2):
-            for name, impl in (("before", BEFORE), ("after", attention.NAME)):
-                gen.runner.model.set_attn_implementation(impl)
+            for name, switch in variants.items():
+                switch()
                 t = time.perf_counter()
                 res = gen.generate(task.messages, prediction=task.prediction, max_new_tokens=512)
                 s = res.stats
@@ -107,7 +118,6 @@ def end_to_end(gen, args) -> None:
                       f"{s.prefill_s:.1f} s, {s.target_passes} passes, {len(res.token_ids)} tokens, {s.prompt_tokens} "
                       "prompt tokens", flush=True)
         print(f"{task.id}: the same tokens every run: {all(o == outputs[0] for o in outputs)}")
-    gen.runner.model.set_attn_implementation(attention.NAME)
 
 
 if __name__ == "__main__":

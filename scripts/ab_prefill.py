@@ -104,22 +104,6 @@ def accuracy(gen, model: str, tasks) -> None:
               f"{statistics.mean(r[1] for r in rows):.4f} over {64 * len(rows)} positions")
 
 
-def end_to_end(gen, tasks) -> None:
-    for task in tasks:
-        outputs = []
-        for _ in range(2):
-            for impl in (SDPA, attention.PREFILL):
-                gen.runner.prefill_attention = impl
-                t = time.perf_counter()
-                res = gen.generate(task.messages, prediction=task.prediction, max_new_tokens=512)
-                s = res.stats
-                outputs.append(res.token_ids)
-                print(f"{task.id} {impl}: {time.perf_counter() - t:.1f} s, prefill {s.prefill_s:.1f} s, decoding "
-                      f"{s.decode_s:.1f} s, {s.target_passes} passes, {len(res.token_ids)} tokens, {s.prompt_tokens} "
-                      "prompt tokens", flush=True)
-        print(f"{task.id}: the same tokens every run: {all(o == outputs[0] for o in outputs)}")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
@@ -146,7 +130,12 @@ def main() -> None:
         accuracy(gen, args.model, list(W.WORKLOADS["refactor"].load(W.data_dir(), args.skip + args.accuracy))[args.skip:])
     if args.refactors:
         skip, end = map(int, args.refactors.split(":"))
-        end_to_end(gen, list(W.WORKLOADS["refactor"].load(W.data_dir(), end))[skip:])
+        from ab_attention import edits_alternating  # scripts/ is on the path of a script run from it
+
+        runner = gen.runner
+        edits_alternating(gen, list(W.WORKLOADS["refactor"].load(W.data_dir(), end))[skip:],
+                          {impl: lambda impl=impl: setattr(runner, "prefill_attention", impl)
+                           for impl in (SDPA, attention.PREFILL)})
 
 
 if __name__ == "__main__":
