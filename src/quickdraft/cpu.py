@@ -74,6 +74,12 @@ def has_native_bf16(info: dict[str, Any] | None = None) -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+def has_amx_bf16(info: dict[str, Any] | None = None) -> bool:
+    """Whether the CPU computes bf16 products on AMX tiles (whose kernels the runner treats apart: FixedRows, and
+    SDPA for prefill)."""
+    return "amx_bf16" in (cpu_info() if info is None else info)["flags"]
+
+
 def usable_cores() -> int:
     """The cores this process may run on (not the machine's total when pinned to fewer)."""
     try:

@@ -209,10 +209,9 @@ def prefill_here(dtype: torch.dtype) -> str:
     bf16 where the CPU has AVX512_BF16 without AMX (measured faster than SDPA there: docs/runtime.md), else SDPA, as
     before (float32, where SDPA is as fast; AMX, whose SDPA kernel computes on AMX tiles and was not measured against
     it; CPUs without bf16 instructions)."""
-    from ..cpu import cpu_info
+    from ..cpu import has_amx_bf16, has_native_bf16
 
-    flags = cpu_info()["flags"]
-    if dtype == torch.bfloat16 and "avx512_bf16" in flags and "amx_bf16" not in flags:
+    if dtype == torch.bfloat16 and has_native_bf16() and not has_amx_bf16():  # native bf16 without AMX: AVX512_BF16
         return register(PREFILL)
     return "sdpa"
 

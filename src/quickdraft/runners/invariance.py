@@ -201,9 +201,9 @@ def _linear_layers(model: torch.nn.Module) -> list[tuple[torch.nn.Module, str, t
 def fixed_rows_here(dtype: torch.dtype) -> int | None:
     """FIXED_ROWS where this CPU's products of `dtype` need fixed-size blocks to be row-invariant (bf16 with AMX),
     else None (padding where needed is enough: pad_where_needed)."""
-    from ..cpu import cpu_info
+    from ..cpu import has_amx_bf16
 
-    return FIXED_ROWS if dtype == torch.bfloat16 and "amx_bf16" in cpu_info()["flags"] else None
+    return FIXED_ROWS if dtype == torch.bfloat16 and has_amx_bf16() else None
 
 
 def fix_rows(model: torch.nn.Module, rows: int) -> list[str]:
