@@ -316,6 +316,22 @@ def test_resume_refuses_other_options(smoke_run, bench_model, data):
                         max_new_tokens=24, repeats=1, kernels="torch")
     with pytest.raises(QuickdraftError, match="kernels must be one of auto, onednn, torch; got 'mkl'"):
         harness.prepare(str(bench_model), "qa", "plain", smoke_run[0], data=str(data), kernels="mkl")
+    with pytest.raises(QuickdraftError, match="draft_runner: None there, 'llama.cpp' now"):
+        harness.prepare(str(bench_model), "qa", "plain", smoke_run[0], data=str(data), draft_model=str(bench_model),
+                        max_new_tokens=24, repeats=1, draft_runner="llama.cpp")
+    with pytest.raises(QuickdraftError, match="draft_runner"):  # checked as the model options are, before any load
+        harness.prepare(str(bench_model), "qa", "plain", smoke_run[0], data=str(data), draft_runner="vllm")
+
+
+def test_the_report_names_a_draft_models_precision_only_where_one_ran_on_transformers():
+    """The setup line's draft precision: int8 where the run took the default (recorded as None), what was asked
+    otherwise, and nothing where no draft model ran or the draft model ran on llama.cpp (its GGUF as it is)."""
+    draft = {"draft_model": "qwen2.5-coder-0.5b", "runner": "transformers"}
+    assert report._draft_precision({**draft, "draft_precision": None}) == "draft precision int8, "
+    assert report._draft_precision({**draft, "draft_precision": "fp32"}) == "draft precision fp32, "
+    assert report._draft_precision({**draft, "draft_runner": "llama.cpp"}) == ""
+    assert report._draft_precision({**draft, "runner": "llama.cpp"}) == ""  # the draft runner defaults to the target's
+    assert report._draft_precision({"draft_model": None, "runner": "transformers"}) == ""
 
 
 def test_selection_adds_baselines_and_expands_groups():

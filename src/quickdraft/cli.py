@@ -291,7 +291,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # Every option is checked here, before any model loads.
     config = harness.prepare(args.model, args.workloads, args.methods, args.out, data=args.data,
                              draft_model=args.draft_model, draft_precision=args.draft_precision, runner=args.runner,
-                             kernels=args.kernels, dtype=args.dtype, limit=args.limit,
+                             draft_runner=args.draft_runner, kernels=args.kernels, dtype=args.dtype, limit=args.limit,
                              skip=args.skip, max_new_tokens=args.max_new_tokens, repeats=args.repeats, temperature=args.temperature,
                              progress=not args.no_progress, argv=command)
     gen = _load(args)

@@ -175,6 +175,14 @@ def _kernels(invocation: dict) -> str:
     return (f"Linear kernels {kernels}, " if kernels else "") + (f"dtype {dtype}, " if dtype else "") + invariant + blocks
 
 
+def _draft_precision(config: dict) -> str:
+    """A transformers draft model's precision as the run chose it (None: the default, int8); nothing without a
+    draft model or with a llama.cpp draft model, which runs its GGUF as it is."""
+    if not config.get("draft_model") or (config.get("draft_runner") or config.get("runner")) == "llama.cpp":
+        return ""
+    return f"draft precision {config.get('draft_precision') or 'int8'}, "
+
+
 def _setup(meta: dict, rows: list[dict]) -> list[str]:
     inv = meta.get("invocations", [])
     last = inv[-1] if inv else {}
@@ -202,8 +210,8 @@ def _setup(meta: dict, rows: list[dict]) -> list[str]:
         mode = "greedy"
         if any(r.get("sampled") for r in rows):
             mode += f" (sampled methods: temperature {cfg.get('temperature')})"
-        lines.append(f"- Settings: {mode}, max_new_tokens {cfg.get('max_new_tokens')}, draft precision "
-                     f"{cfg.get('draft_precision')}, {_kernels(last)}limit {last.get('limit')} tasks per workload{_skipped(last)}, repeats "
+        lines.append(f"- Settings: {mode}, max_new_tokens {cfg.get('max_new_tokens')}, "
+                     f"{_draft_precision(cfg)}{_kernels(last)}limit {last.get('limit')} tasks per workload{_skipped(last)}, repeats "
                      f"{last.get('repeats')}, chat template {'applied' if meta.get('chat_template') else 'none (plain text)'}, "
                      f"data `{cfg.get('data')}`")
     kinds = {r.get("memory_measure") for r in rows if r.get("memory_measure")}
