@@ -127,8 +127,8 @@ def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: 
 
 def _resume_view(config: BenchConfig) -> dict[str, Any]:
     return {"model": config.model, "runner": config.runner, "draft_model": config.draft_model,
-            "draft_runner": config.draft_runner, "draft_precision": config.draft_precision, "kernels": config.kernels, "dtype": config.dtype,
-            "max_new_tokens": config.max_new_tokens, "temperature": config.temperature,
+            "draft_runner": config.draft_runner, "draft_precision": config.draft_precision, "kernels": config.kernels,
+            "dtype": config.dtype, "max_new_tokens": config.max_new_tokens, "temperature": config.temperature,
             "data": str(config.data.resolve())}
 
 
