@@ -387,7 +387,8 @@ def test_bf16_prefill_runs_its_own_attention_and_decoding_stays_exact(monkeypatc
     runner = HFRunner(model)
     assert runner.prefill_attention == attention.PREFILL
     seen = []
-    hook = model.model.layers[0].register_forward_pre_hook(lambda m, a: seen.append(model.config._attn_implementation))
+    hook = model.model.layers[0].input_layernorm.register_forward_pre_hook(  # called by the model and lean.py alike
+        lambda m, a: seen.append(model.config._attn_implementation))
     prompt = [(i * 13 + 5) % runner.vocab_size for i in range(300)]
     runner.prefill(prompt)
     runner.forward([3])

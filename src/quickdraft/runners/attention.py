@@ -216,13 +216,15 @@ def prefill_here(dtype: torch.dtype) -> str:
     return "sdpa"
 
 
+FUNCTIONS = {NAME: grouped_attention, ROWS: rows_attention, PREFILL: prefill_attention}
+
+
 def register(name: str = NAME) -> str:
     """Make the attention `name` (NAME: grouped, ROWS: one row at a time, PREFILL: prefill passes) loadable as
     attn_implementation=name, with eager attention's additive float mask; returns name."""
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.masking_utils import eager_mask
 
-    function = {NAME: grouped_attention, ROWS: rows_attention, PREFILL: prefill_attention}[name]
-    AttentionInterface.register(name, function)
+    AttentionInterface.register(name, FUNCTIONS[name])
     AttentionMaskInterface.register(name, eager_mask)
     return name

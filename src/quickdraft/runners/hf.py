@@ -19,6 +19,7 @@ from transformers import DynamicCache, PreTrainedModel
 from .. import trees
 from . import attention
 from .base import reusable_prefix
+from .lean import LeanPass
 from ..errors import UnsupportedModelError
 from ..options import DRAFT_PRECISIONS, KERNELS
 
@@ -161,6 +162,10 @@ class HFRunner:
         # whether the load found passes row-invariant on this model (exact_runner); None: not checked (a draft model)
         self.row_invariant: bool | None = None
         self.row_invariance_kept: bool = False  # that answer taken from an earlier load of the same configuration
+        # decoding and verify passes without transformers' plumbing (lean.py), where the model's layers are ones it
+        # reproduces; used while the runner's own attention is set. exact_runner drops it where its logits are not the
+        # model forward's, bit for bit
+        self.lean: LeanPass | None = LeanPass.for_model(model)
         config = model.config.get_text_config(decoder=True)
         self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
         self.max_context: int = max_context or getattr(config, "max_position_embeddings", None) or 2048
@@ -253,11 +258,17 @@ class HFRunner:
             self._chunked = tokens[: len(tokens) - len(tokens) % self.prefill_chunk]
         return start
 
+    def _pass(self, ids: torch.Tensor, mask: torch.Tensor | None = None,
+              positions: torch.Tensor | None = None) -> torch.Tensor:
+        """ids [1, n] through the model, appended to the cache -> logits [n, vocab_size] (float32)."""
+        if self.lean is not None and self.lean.usable():
+            return self.lean(ids, self.cache, mask, positions)[0].float()
+        extra = {} if mask is None else {"attention_mask": mask, "position_ids": positions}
+        return self.model(input_ids=ids, **{self._cache_kw: self.cache}, use_cache=True, **extra).logits[0].float()
+
     @torch.inference_mode()
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
-        ids = torch.tensor([list(tokens)], dtype=torch.long)  # [1, n]
-        out = self.model(input_ids=ids, **{self._cache_kw: self.cache}, use_cache=True)
-        return out.logits[0].float()  # [n, vocab_size]
+        return self._pass(torch.tensor([list(tokens)], dtype=torch.long))  # [n, vocab_size]
 
     @torch.inference_mode()
     def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
@@ -268,10 +279,7 @@ class HFRunner:
         allowed = torch.cat([torch.ones(n, cached, dtype=torch.bool), trees.ancestor_mask(parents)], dim=1)  # [n, cached + n]
         mask = torch.zeros(1, 1, n, cached + n, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
         positions = torch.tensor([[cached + d for d in trees.depths(parents)]])  # [1, n]
-        ids = torch.tensor([list(tokens)], dtype=torch.long)  # [1, n]
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         **{self._cache_kw: self.cache}, use_cache=True)
-        return out.logits[0].float()  # [n, vocab_size]
+        return self._pass(torch.tensor([list(tokens)], dtype=torch.long), mask, positions)  # [n, vocab_size]
 
     def keep(self, start: int, rows: Sequence[int]) -> None:
         if list(rows) == list(range(len(rows))):  # a prefix of the pass: a plain rollback
@@ -326,17 +334,22 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     Attention: in bf16 grouped (all rows of a pass in one product), and one row at a time where the check finds
     grouped not invariant; in float32 one row at a time (attention.rows_attention). A model the check still finds
     not invariant is refused in bf16 with UnsupportedModelError (dtype auto then loads float32); float32, which has
-    nothing to fall back to, loads with a warning and row_invariant False. progress: say on stderr when the check
+    nothing to fall back to, loads with a warning and row_invariant False. Decoding and verify passes of Qwen2 and
+    Llama models skip transformers' plumbing between the layers (lean.py), where the load finds the logits the model
+    forward's bit for bit (lean.agrees; else the model's forward). progress: say on stderr when the check
     runs (it takes seconds: 11.5 s for qwen2.5-coder-0.5b on the project's CPU)."""
     from transformers import AutoModelForCausalLM
 
     from .invariance import checked, make_row_invariant, unpacked
+    from .lean import agrees
 
     rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
     use_kernels(model, kernels)
     make_row_invariant(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
     runner = HFRunner(model, max_context)
+    if runner.lean is not None and not agrees(runner, runner.lean):
+        runner.lean = None
 
     def check(runner: HFRunner) -> float:  # the load's check, said on stderr where it runs (it takes seconds)
         if progress:

@@ -1,0 +1,124 @@
+"""Decoding and verify passes without transformers' plumbing between the layers, for Llama-shaped decoders.
+
+A one-token step of qwen2.5-coder-0.5b spends about 4 ms outside the work of its layers: the model's and every
+layer's forward wrappers (keyword deprecation, output capture, config defaults, gradient-checkpointing calls),
+keyword plumbing through every layer and the attention interface looked up again in each of them. A model of that
+step's shapes with a hidden size of 64 (so next to no weights) takes 17.4 ms a step through the model's forward and
+13.6 ms through the same modules called directly (the project's AMD EPYC, bf16, after 800 cached tokens;
+docs/runtime.md). `LeanPass` is that direct call sequence:
+
+    x = embed(ids)                                    [1, n, C]
+    cos, sin = rotary(x, positions); mask = the model's own causal mask (create_causal_mask)
+    for each layer:
+        h = input_norm(x)
+        q, k, v = q_proj(h), k_proj(h), v_proj(h)     [1, H|Hkv, n, D], rotated (the model's apply_rotary_pos_emb)
+        k, v = cache.update(k, v, layer)              [1, Hkv, L, D]
+        x = x + o_proj(attention(q, k, v, mask))      the runner's attention (attention.py)
+        x = x + mlp(post_attention_norm(x))
+    logits = lm_head(norm(x))                         [1, n, V]
+
+The same modules compute the same numbers in the same order as the model's forward, so the logits are its bits;
+`agrees` checks that on the model at load (hf.exact_runner), which keeps the model's forward where they differ.
+Only for the layer classes in LAYERS (their forward is the sequence above, in transformers 5.x), without
+sliding-window layers, and only while the runner's own attention is set (prefill keeps the model's forward). On real
+weights the plumbing is 2-5 ms of a pass: 4 % of a 0.5B step, 1-2 % of a 1.5B one (docs/runtime.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Sequence
+
+import torch
+
+from . import attention
+
+# decoder layer class -> its attention class, whose forward LeanPass reproduces
+LAYERS = {"Qwen2DecoderLayer": "Qwen2Attention", "LlamaDecoderLayer": "LlamaAttention"}
+
+
+class LeanPass:
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.base = model.model
+        self.layers = list(self.base.layers[: model.config.num_hidden_layers])
+        module = sys.modules[type(self.layers[0]).__module__]
+        self.rotate = module.apply_rotary_pos_emb  # the model's own
+        self.create_mask = module.create_causal_mask
+        parameters = inspect.signature(self.create_mask).parameters
+        self._cache_kw = "cache" if "cache" in parameters else "past_key_values"
+        self._cache_position = "cache_position" in parameters  # transformers before 5.x took it
+
+    @classmethod
+    def for_model(cls, model: torch.nn.Module) -> LeanPass | None:
+        """A LeanPass where the model's layers are ones it reproduces, else None."""
+        base = getattr(model, "model", None)
+        layers = getattr(base, "layers", None)
+        if layers is None or not len(layers) or not hasattr(model, "lm_head"):
+            return None
+        attentions = [type(getattr(layer, "self_attn", None)).__name__ for layer in layers]
+        if any(LAYERS.get(type(layer).__name__) != kind for layer, kind in zip(layers, attentions)):
+            return None
+        config = model.config.get_text_config(decoder=True)
+        if any(t != "full_attention" for t in (getattr(config, "layer_types", None) or [])):
+            return None
+        if not all(hasattr(base, name) for name in ("embed_tokens", "norm", "rotary_emb")):
+            return None
+        module = sys.modules[type(layers[0]).__module__]
+        if not all(hasattr(module, name) for name in ("apply_rotary_pos_emb", "create_causal_mask")):
+            return None
+        return cls(model)
+
+    def usable(self) -> bool:
+        """Whether the runner's own attention is set (prefill switches to another for its passes)."""
+        return self.model.config._attn_implementation in (attention.NAME, attention.ROWS)
+
+    def __call__(self, ids: torch.Tensor, cache, attention_mask: torch.Tensor | None = None,
+                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """ids [1, n], an additive mask [1, 1, n, L] or None (causal), positions [1, n] or None -> logits [1, n, V]."""
+        x = self.base.embed_tokens(ids)  # [1, n, C]
+        past = cache.get_seq_length()
+        if position_ids is None:
+            position_ids = torch.arange(past, past + ids.shape[1])[None]  # [1, n]
+        mask = None  # one token of a linear pass sees every key: the model's mask would be 0 everywhere
+        if attention_mask is not None or ids.shape[1] > 1:
+            mask_kwargs = {"config": self.model.config, "inputs_embeds": x, "attention_mask": attention_mask,
+                           self._cache_kw: cache, "position_ids": position_ids}
+            if self._cache_position:
+                mask_kwargs["cache_position"] = torch.arange(past, past + ids.shape[1])
+            mask = self.create_mask(**mask_kwargs)
+        cos, sin = self.base.rotary_emb(x, position_ids)  # [1, n, D] each
+        attend = attention.FUNCTIONS[self.model.config._attn_implementation]
+        shape = (*x.shape[:-1], -1)
+        for i, layer in enumerate(self.layers):
+            a = layer.self_attn
+            h = layer.input_layernorm(x)  # [1, n, C]
+            heads = (*h.shape[:-1], -1, a.head_dim)
+            q = a.q_proj(h).view(heads).transpose(1, 2)  # [1, H, n, D]
+            k = a.k_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
+            v = a.v_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
+            q, k = self.rotate(q, k, cos, sin)
+            k, v = cache.update(k, v, i)  # [1, Hkv, L, D]
+            out, _ = attend(a, q, k, v, mask, scaling=a.scaling)  # [1, n, H, D]
+            x = x + a.o_proj(out.reshape(shape).contiguous())
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return self.model.lm_head(self.base.norm(x))  # [1, n, V]
+
+
+def agrees(runner, lean: LeanPass, tokens: Sequence[int] = tuple(range(11, 31))) -> bool:
+    """Whether passes through `lean` give the model's forward's logits bit for bit on this model: a one-token pass,
+    a pass of several tokens and a tree pass, after a short prefill. Leaves the runner reset."""
+    prefix, rest = [t % runner.vocab_size for t in tokens[:12]], [t % runner.vocab_size for t in tokens[12:20]]
+    parents = (-1, 0, 0, 2, 1, -1, 5)  # the tree pass's draft: two branches from the root, one of them forking
+    logits, kept = {}, runner.lean
+    for path in (None, lean):
+        runner.lean = path
+        runner.reset()
+        runner.prefill(prefix)
+        logits[path] = [runner.forward(rest[:1]), runner.forward(rest[1:6])]
+        runner.rollback(len(prefix))
+        logits[path].append(runner.forward_tree(rest, parents))
+    runner.lean = kept
+    runner.reset()
+    return all(torch.equal(a, b) for a, b in zip(logits[None], logits[lean]))

@@ -1,0 +1,105 @@
+"""The lean pass (runners/lean.py): decoding and verify passes without transformers' plumbing between the layers give
+the model forward's logits bit for bit, run where the layers are ones it reproduces and only while the runner's own
+attention is set, and a load whose lean pass differs from the model's forward keeps the model's forward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from conftest import VOCAB, bf16_or_skip, tiny_model
+from quickdraft.core import Stats
+from quickdraft.drafters.prediction import PredictionDrafter
+from quickdraft.engine import Limits, generate
+from quickdraft.runners import attention, hf, lean
+from quickdraft.runners.hf import HFRunner
+from quickdraft.runners.lean import LeanPass, agrees
+
+PARENTS = (-1, 0, 0, 2, 1, -1, 5, 6)  # a tree pass's draft: branches from the root, one forking
+
+
+def passes(runner, prompt: list[int]) -> list[torch.Tensor]:
+    """Logits of a one-token pass, of linear passes of 2-33 tokens (each rolled back) and of a tree pass."""
+    runner.reset()
+    runner.prefill(prompt)
+    length = len(prompt)
+    rest = [(t * 31 + 7) % runner.vocab_size for t in range(40)]
+    out = [runner.forward(rest[:1])]
+    for n in (2, 5, 17, 33):
+        runner.rollback(length)
+        out.append(runner.forward(rest[:n]))
+    runner.rollback(length)
+    out.append(runner.forward_tree(rest[: len(PARENTS) + 1], PARENTS))
+    runner.reset()
+    return out
+
+
+@pytest.mark.parametrize("arch", ["llama-bf16", "qwen2-bf16", "qwen2-fp32", "llama-bf16-fixed"])
+@pytest.mark.parametrize("cached", [1, 100, 300])
+def test_lean_pass_gives_the_model_forwards_bits(arch, cached):
+    model = tiny_model(arch)
+    if "-bf16" in arch:
+        bf16_or_skip(model)
+    runner = HFRunner(model)
+    assert isinstance(runner.lean, LeanPass) and runner.lean.usable()
+    prompt = [(i * 13 + 5) % VOCAB for i in range(cached)]
+    through_lean = passes(runner, prompt)
+    kept, runner.lean = runner.lean, None
+    through_model = passes(runner, prompt)
+    assert len(through_lean) == len(through_model) == 6
+    for a, b in zip(through_lean, through_model):
+        assert a.shape == b.shape and torch.equal(a, b)
+    assert agrees(runner, kept) and runner.lean is None  # agrees leaves the runner's path as it found it
+
+
+def test_lean_pass_runs_every_decoding_pass_and_no_prefill(monkeypatch):
+    """Every pass of a drafted generation goes through the lean pass, prefill through the model's forward (its own
+    attention); the output is plain decoding's on the same runner and transformers' own greedy decoding's."""
+    from conftest import reference_greedy
+
+    model = tiny_model("qwen2-fp32")
+    runner = HFRunner(model)
+    calls = []
+    call = LeanPass.__call__
+    monkeypatch.setattr(LeanPass, "__call__",
+                        lambda self, ids, *a, **k: calls.append(ids.shape[1]) or call(self, ids, *a, **k))
+    prompt = [(i * 7 + 3) % VOCAB for i in range(40)]
+    stats = Stats()
+    plain = [t for s in generate(runner, prompt, Limits(30)) for t in s.tokens]
+    assert calls == [1] * 30  # the prompt's last token and every plain step; the prefill of 39 is not among them
+    calls.clear()
+    prediction = plain[:10] + [(plain[10] + 1) % VOCAB] + plain[11:]
+    drafted = [t for s in generate(runner, prompt, Limits(30), PredictionDrafter(prediction), stats=stats)
+               for t in s.tokens]
+    assert drafted == plain == reference_greedy(model, prompt, 30)
+    assert len(calls) == stats.target_passes and max(calls) > 1 and stats.accepted_prediction_tokens > 0
+
+
+def test_lean_pass_only_for_the_layers_it_reproduces():
+    assert LeanPass.for_model(tiny_model("llama")) is not None and LeanPass.for_model(tiny_model("qwen2")) is not None
+    assert not LeanPass(tiny_model("llama")).usable()  # transformers' own attention: the model's forward runs
+    assert LeanPass.for_model(tiny_model("gemma3")) is None  # other layers (and sliding windows)
+    common = dict(vocab_size=VOCAB, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2)
+    assert LeanPass.for_model(MistralForCausalLM(MistralConfig(**common))) is None  # not in lean.LAYERS
+    sliding = Qwen2ForCausalLM(Qwen2Config(**common, use_sliding_window=True, sliding_window=16, max_window_layers=1))
+    assert "sliding_attention" in sliding.config.layer_types and LeanPass.for_model(sliding) is None
+    assert set(lean.LAYERS) == {"Qwen2DecoderLayer", "LlamaDecoderLayer"}
+
+
+def test_a_load_whose_lean_pass_differs_keeps_the_models_forward(tiny_folder, monkeypatch):
+    """The mutation check: a lean pass that changes one logit in the last row is caught by the load's comparison."""
+    monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "off")
+    assert isinstance(hf.exact_runner(tiny_folder, torch.float32).lean, LeanPass)
+    call = LeanPass.__call__
+
+    def off_by_a_little(self, ids, *args, **kwargs):
+        logits = call(self, ids, *args, **kwargs)  # [1, n, V]
+        logits[0, -1, 0] += 1e-3
+        return logits
+
+    monkeypatch.setattr(LeanPass, "__call__", off_by_a_little)
+    runner = hf.exact_runner(tiny_folder, torch.float32)
+    assert runner.lean is None and runner.row_invariant
+    assert runner.model.config._attn_implementation == attention.ROWS
