@@ -7,6 +7,7 @@ one-token decoding steps (the cache growing, as in plain decoding) and --passes 
 alternating too), so that both see the same machine; every logit of the two is compared bit for bit.
 
     .venv/bin/python scripts/ab_lean.py --model qwen2.5-coder-0.5b --dtype bf16 --contexts 800,3000
+    .venv/bin/python scripts/ab_lean.py --model qwen2.5-coder-0.5b --draft int8 --contexts 800 --verify 8
 """
 
 from __future__ import annotations
@@ -58,8 +59,13 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--verify", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--draft", default="", help="int8 or fp32: the model as a draft model in that precision (on SDPA)")
     args = ap.parse_args()
-    runner = quickdraft.load(args.model, dtype=args.dtype, progress=False).runner
+    if args.draft:  # the model as a draft model loads: transformers' SDPA, Linear layers in --draft precision
+        runner = quickdraft.load(args.model, draft_model=args.model, draft_precision=args.draft,
+                                 progress=False).draft_runner
+    else:
+        runner = quickdraft.load(args.model, dtype=args.dtype, progress=False).runner
     if runner.lean is None:
         raise SystemExit(f"{args.model} loaded without the lean pass (its layers are not ones lean.py reproduces, "
                          "or its logits differed from the model's forward)")
@@ -69,8 +75,9 @@ def main() -> None:
     model_forward.lean = None
     runner.reuse_prefix = False
     runners = {"model": model_forward, "lean": runner}
-    print(f"CPU: {describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads; {args.model} "
-          f"{runner.dtype} (kernels {runner.kernels}); medians over {args.rounds} rounds\n")
+    what = f"draft model in {args.draft}, attention sdpa" if args.draft else f"{runner.dtype} (kernels {runner.kernels})"
+    print(f"CPU: {describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads; {args.model} {what}; "
+          f"medians over {args.rounds} rounds\n")
     print(f"| cached tokens | one-token step: model forward / lean | {args.verify}-token pass: model forward / lean "
           "| same logits |")
     print("|---|---|---|---|")

@@ -1,6 +1,7 @@
 """The lean pass (runners/lean.py): decoding and verify passes without transformers' plumbing between the layers give
-the model forward's logits bit for bit, run where the layers are ones it reproduces and only while the runner's own
-attention is set, and a load whose lean pass differs from the model's forward keeps the model's forward."""
+the model forward's logits bit for bit (targets on the runner's own attention, draft models on SDPA), run where the
+layers are ones it reproduces and only while an attention it calls is set, and a load whose lean pass differs from
+the model's forward keeps the model's forward."""
 
 from __future__ import annotations
 
@@ -35,12 +36,22 @@ def passes(runner, prompt: list[int]) -> list[torch.Tensor]:
     return out
 
 
-@pytest.mark.parametrize("arch", ["llama-bf16", "qwen2-bf16", "qwen2-fp32", "llama-bf16-fixed"])
+def draft_int8(arch: str):
+    """A draft model as the loader makes one: transformers' own attention (SDPA), Linear layers in int8."""
+    from quickdraft.runners.hf import quantize_for_drafting
+
+    return quantize_for_drafting(tiny_model(arch), "int8")
+
+
+# targets as the runner loads them (its own attention), then models on SDPA as draft models load (float32, int8)
+@pytest.mark.parametrize("arch", ["llama-bf16", "qwen2-bf16", "qwen2-fp32", "llama-bf16-fixed", "llama", "qwen2",
+                                  "qwen2-int8"])
 @pytest.mark.parametrize("cached", [1, 100, 300])
 def test_lean_pass_gives_the_model_forwards_bits(arch, cached):
-    model = tiny_model(arch)
+    model = draft_int8(arch.removesuffix("-int8")) if arch.endswith("-int8") else tiny_model(arch)
     if "-bf16" in arch:
         bf16_or_skip(model)
+    assert model.config._attn_implementation in lean.USABLE
     runner = HFRunner(model)
     assert isinstance(runner.lean, LeanPass) and runner.lean.usable()
     prompt = [(i * 13 + 5) % VOCAB for i in range(cached)]
@@ -78,7 +89,9 @@ def test_lean_pass_runs_every_decoding_pass_and_no_prefill(monkeypatch):
 
 def test_lean_pass_only_for_the_layers_it_reproduces():
     assert LeanPass.for_model(tiny_model("llama")) is not None and LeanPass.for_model(tiny_model("qwen2")) is not None
-    assert not LeanPass(tiny_model("llama")).usable()  # transformers' own attention: the model's forward runs
+    eager = tiny_model("llama")
+    eager.set_attn_implementation("eager")
+    assert not LeanPass(eager).usable()  # an attention it does not call: the model's forward runs
     assert LeanPass.for_model(tiny_model("gemma3")) is None  # other layers (and sliding windows)
     common = dict(vocab_size=VOCAB, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2)
@@ -99,7 +112,9 @@ def test_a_load_whose_lean_pass_differs_keeps_the_models_forward(tiny_folder, mo
         logits[0, -1, 0] += 1e-3
         return logits
 
+    assert isinstance(hf.lean_checked(HFRunner(draft_int8("qwen2"))).lean, LeanPass)  # a draft model's: on SDPA
     monkeypatch.setattr(LeanPass, "__call__", off_by_a_little)
     runner = hf.exact_runner(tiny_folder, torch.float32)
     assert runner.lean is None and runner.row_invariant
     assert runner.model.config._attn_implementation == attention.ROWS
+    assert hf.lean_checked(HFRunner(draft_int8("qwen2"))).lean is None

@@ -324,6 +324,16 @@ def check_row_invariance(runner: HFRunner) -> float:
     return max(row_invariance(runner, tokens[: cached + max(CHECK_SIZES)], CHECK_SIZES) for cached in CHECK_CACHED)
 
 
+def lean_checked(runner: HFRunner) -> HFRunner:
+    """The runner, its lean pass dropped where the pass's logits are not the model forward's, bit for bit, on this
+    model (lean.agrees: a one-token, a 5-token and a tree pass; 0.45 s for qwen2.5-coder-0.5b in bf16)."""
+    from .lean import agrees
+
+    if runner.lean is not None and runner.lean.usable() and not agrees(runner, runner.lean):
+        runner.lean = None
+    return runner
+
+
 def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kernels: str = "auto",
                  progress: bool = False) -> HFRunner:
     """The transformers target, exact by construction (runners/invariance.py, runners/attention.py): the runner's own
@@ -341,15 +351,13 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     from transformers import AutoModelForCausalLM
 
     from .invariance import checked, make_row_invariant, unpacked
-    from .lean import agrees
 
     rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
     use_kernels(model, kernels)
     make_row_invariant(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
     runner = HFRunner(model, max_context)
-    if runner.lean is not None and not agrees(runner, runner.lean):
-        runner.lean = None
+    lean_checked(runner)
 
     def check(runner: HFRunner) -> float:  # the load's check, said on stderr where it runs (it takes seconds)
         if progress:

@@ -18,9 +18,10 @@ docs/runtime.md). `LeanPass` is that direct call sequence:
     logits = lm_head(norm(x))                         [1, n, V]
 
 The same modules compute the same numbers in the same order as the model's forward, so the logits are its bits;
-`agrees` checks that on the model at load (hf.exact_runner), which keeps the model's forward where they differ.
+`agrees` checks that on the model at load (hf.lean_checked), which keeps the model's forward where they differ.
 Only for the layer classes in LAYERS (their forward is the sequence above, in transformers 5.x), without
-sliding-window layers, and only while the runner's own attention is set (prefill keeps the model's forward). On real
+sliding-window layers, and only while the attention set is the runner's own (a target's; prefill keeps the model's
+forward) or SDPA (a draft model's, loaded as transformers loads it; hf.lean_checked compares the two for it too). On real
 weights the plumbing is 2-5 ms of a pass: 4 % of a 0.5B step, 1-2 % of a 1.5B one (docs/runtime.md).
 """
 
@@ -31,11 +32,15 @@ import sys
 from typing import Sequence
 
 import torch
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from . import attention
 
 # decoder layer class -> its attention class, whose forward LeanPass reproduces
 LAYERS = {"Qwen2DecoderLayer": "Qwen2Attention", "LlamaDecoderLayer": "LlamaAttention"}
+# attention implementations it calls: the runner's own (targets) and transformers' SDPA (draft models, which load as
+# transformers loads them)
+USABLE = (attention.NAME, attention.ROWS, "sdpa")
 
 
 class LeanPass:
@@ -71,8 +76,9 @@ class LeanPass:
         return cls(model)
 
     def usable(self) -> bool:
-        """Whether the runner's own attention is set (prefill switches to another for its passes)."""
-        return self.model.config._attn_implementation in (attention.NAME, attention.ROWS)
+        """Whether the attention set is one it calls: the runner's own (a target's; prefill switches to another for
+        its passes) or transformers' SDPA (a draft model's)."""
+        return self.model.config._attn_implementation in USABLE
 
     def __call__(self, ids: torch.Tensor, cache, attention_mask: torch.Tensor | None = None,
                  position_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -81,15 +87,19 @@ class LeanPass:
         past = cache.get_seq_length()
         if position_ids is None:
             position_ids = torch.arange(past, past + ids.shape[1])[None]  # [1, n]
-        mask = None  # one token of a linear pass sees every key: the model's mask would be 0 everywhere
-        if attention_mask is not None or ids.shape[1] > 1:
+        implementation = self.model.config._attn_implementation
+        ours = implementation in attention.FUNCTIONS
+        # one token of a linear pass sees every key: the model's mask would be 0 everywhere, which the runner's own
+        # attention adds to no effect (SDPA gets the model's mask whatever it is: it picks its kernel by it)
+        mask = None
+        if attention_mask is not None or ids.shape[1] > 1 or not ours:
             mask_kwargs = {"config": self.model.config, "inputs_embeds": x, "attention_mask": attention_mask,
                            self._cache_kw: cache, "position_ids": position_ids}
             if self._cache_position:
                 mask_kwargs["cache_position"] = torch.arange(past, past + ids.shape[1])
             mask = self.create_mask(**mask_kwargs)
         cos, sin = self.base.rotary_emb(x, position_ids)  # [1, n, D] each
-        attend = attention.FUNCTIONS[self.model.config._attn_implementation]
+        attend = attention.FUNCTIONS[implementation] if ours else ALL_ATTENTION_FUNCTIONS[implementation]
         shape = (*x.shape[:-1], -1)
         for i, layer in enumerate(self.layers):
             a = layer.self_attn
@@ -100,7 +110,7 @@ class LeanPass:
             v = a.v_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
             q, k = self.rotate(q, k, cos, sin)
             k, v = cache.update(k, v, i)  # [1, Hkv, L, D]
-            out, _ = attend(a, q, k, v, mask, scaling=a.scaling)  # [1, n, H, D]
+            out, _ = attend(a, q, k, v, mask, dropout=0.0, scaling=a.scaling)  # [1, n, H, D]
             x = x + a.o_proj(out.reshape(shape).contiguous())
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.model.lm_head(self.base.norm(x))  # [1, n, V]
