@@ -75,7 +75,8 @@ def main() -> None:
     model_forward.lean = None
     runner.reuse_prefix = False
     runners = {"model": model_forward, "lean": runner}
-    what = f"draft model in {args.draft}, attention sdpa" if args.draft else f"{runner.dtype} (kernels {runner.kernels})"
+    what = (f"draft model in {args.draft}, attention sdpa" if args.draft
+            else f"{runner.dtype} (kernels {runner.kernels})")
     print(f"CPU: {describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads; {args.model} {what}; "
           f"medians over {args.rounds} rounds\n")
     print(f"| cached tokens | one-token step: model forward / lean | {args.verify}-token pass: model forward / lean "

@@ -118,3 +118,20 @@ def test_a_load_whose_lean_pass_differs_keeps_the_models_forward(tiny_folder, mo
     assert runner.lean is None and runner.row_invariant
     assert runner.model.config._attn_implementation == attention.ROWS
     assert hf.lean_checked(HFRunner(draft_int8("qwen2"))).lean is None
+
+
+def test_a_lean_pass_that_fails_on_the_model_warns_and_the_models_forward_runs(monkeypatch):
+    """Another transformers whose functions take other arguments: the comparison raises, the load says so and keeps
+    the model's forward, and the runner still decodes (plain decoding's tokens)."""
+    from conftest import reference_greedy
+
+    def refuse(*args, **kwargs):
+        raise TypeError("create_causal_mask() got an unexpected keyword argument 'cache'")
+
+    monkeypatch.setattr(LeanPass, "__call__", refuse)
+    model = tiny_model("qwen2-fp32")
+    with pytest.warns(UserWarning, match="lean pass does not run this model here .TypeError"):
+        runner = hf.lean_checked(HFRunner(model))
+    assert runner.lean is None and runner.length == 0
+    prompt = [(i * 7 + 3) % VOCAB for i in range(20)]
+    assert [t for s in generate(runner, prompt, Limits(12)) for t in s.tokens] == reference_greedy(model, prompt, 12)

@@ -31,7 +31,8 @@ for name, extra in jobs.items():
     for r in range(args.rounds):
         for path in ((None, lean) if r % 2 == 0 else (lean, None)):
             g.runner.lean = path
-            result = g.generate([{"role": "user", "content": edit}], max_new_tokens=args.max_new_tokens, prefix_reuse=False, **extra)
+            result = g.generate([{"role": "user", "content": edit}], max_new_tokens=args.max_new_tokens,
+                                prefix_reuse=False, **extra)
             seconds[path].append(result.stats.decode_s)
             outputs[path].append(result.token_ids)
     same = all(o == outputs[None][0] for o in outputs[None] + outputs[lean])

@@ -163,8 +163,8 @@ class HFRunner:
         self.row_invariant: bool | None = None
         self.row_invariance_kept: bool = False  # that answer taken from an earlier load of the same configuration
         # decoding and verify passes without transformers' plumbing (lean.py), where the model's layers are ones it
-        # reproduces; used while the runner's own attention is set. exact_runner drops it where its logits are not the
-        # model forward's, bit for bit
+        # reproduces; used while an attention it calls is set (lean.USABLE). lean_checked drops it where its logits
+        # are not the model forward's, bit for bit
         self.lean: LeanPass | None = LeanPass.for_model(model)
         config = model.config.get_text_config(decoder=True)
         self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
@@ -329,8 +329,17 @@ def lean_checked(runner: HFRunner) -> HFRunner:
     model (lean.agrees: a one-token, a 5-token and a tree pass; 0.45 s for qwen2.5-coder-0.5b in bf16)."""
     from .lean import agrees
 
-    if runner.lean is not None and runner.lean.usable() and not agrees(runner, runner.lean):
+    if runner.lean is None or not runner.lean.usable():
+        return runner
+    try:
+        same = agrees(runner, runner.lean)
+    except Exception as e:  # e.g. a transformers whose layers take other arguments: the model's forward runs
+        warnings.warn(f"quickdraft's lean pass does not run this model here ({type(e).__name__}: {e}); its passes "
+                      "go through the model's forward", stacklevel=2)
+        same = False
+    if not same:
         runner.lean = None
+        runner.reset()
     return runner
 
 

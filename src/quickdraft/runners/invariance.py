@@ -262,7 +262,8 @@ def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 
 # (models.home()/checks/) and a later load with the same hash takes it instead of running the check again; any
 # change in any of them runs it again. QUICKDRAFT_CHECK_CACHE=off always runs it (the tests do, to patch it).
 
-CHECKED_SOURCES = ("attention.py", "hf.py", "invariance.py", "base.py", "lean.py")  # this package's code that makes the logits
+# this package's code that makes the logits
+CHECKED_SOURCES = ("attention.py", "hf.py", "invariance.py", "base.py", "lean.py")
 
 
 def verdict_key(runner, path: Path | str) -> str:

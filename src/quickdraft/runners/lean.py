@@ -21,7 +21,7 @@ The same modules compute the same numbers in the same order as the model's forwa
 `agrees` checks that on the model at load (hf.lean_checked), which keeps the model's forward where they differ.
 Only for the layer classes in LAYERS (their forward is the sequence above, in transformers 5.x), without
 sliding-window layers, and only while the attention set is the runner's own (a target's; prefill keeps the model's
-forward) or SDPA (a draft model's, loaded as transformers loads it; hf.lean_checked compares the two for it too). On real
+forward) or SDPA (a draft model's, loaded as transformers loads it; its load compares the two paths too). On real
 weights the plumbing is 2-5 ms of a pass: 4 % of a 0.5B step, 1-2 % of a 1.5B one (docs/runtime.md).
 """
 
