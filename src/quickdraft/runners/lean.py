@@ -53,7 +53,6 @@ class LeanPass:
         self.create_mask = module.create_causal_mask
         parameters = inspect.signature(self.create_mask).parameters
         self._cache_kw = "cache" if "cache" in parameters else "past_key_values"
-        self._cache_position = "cache_position" in parameters  # transformers before 5.x took it
 
     @classmethod
     def for_model(cls, model: torch.nn.Module) -> LeanPass | None:
@@ -93,11 +92,8 @@ class LeanPass:
         # attention adds to no effect (SDPA gets the model's mask whatever it is: it picks its kernel by it)
         mask = None
         if attention_mask is not None or ids.shape[1] > 1 or not ours:
-            mask_kwargs = {"config": self.model.config, "inputs_embeds": x, "attention_mask": attention_mask,
-                           self._cache_kw: cache, "position_ids": position_ids}
-            if self._cache_position:
-                mask_kwargs["cache_position"] = torch.arange(past, past + ids.shape[1])
-            mask = self.create_mask(**mask_kwargs)
+            mask = self.create_mask(config=self.model.config, inputs_embeds=x, attention_mask=attention_mask,
+                                    position_ids=position_ids, **{self._cache_kw: cache})
         cos, sin = self.base.rotary_emb(x, position_ids)  # [1, n, D] each
         attend = attention.FUNCTIONS[implementation] if ours else ALL_ATTENTION_FUNCTIONS[implementation]
         shape = (*x.shape[:-1], -1)
