@@ -60,6 +60,8 @@ def main() -> None:
     ap.add_argument("--verify", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--draft", default="", help="int8 or fp32: the model as a draft model in that precision (on SDPA)")
+    ap.add_argument("--against", choices=("forward", "unpadded"), default="forward", help="what the runner as loaded "
+                    "is compared with: the model's forward, or the lean pass without padded keys (KeyBuffers)")
     args = ap.parse_args()
     if args.draft:  # the model as a draft model loads: transformers' SDPA, Linear layers in --draft precision
         runner = quickdraft.load(args.model, draft_model=args.model, draft_precision=args.draft,
@@ -71,16 +73,21 @@ def main() -> None:
                          "or its logits differed from the model's forward)")
     from quickdraft.runners.hf import HFRunner
 
-    model_forward = HFRunner(runner.model, runner.max_context, reuse_prefix=False)  # the same weights, its own cache
-    model_forward.lean = None
+    other = HFRunner(runner.model, runner.max_context, reuse_prefix=False)  # the same weights, its own cache
+    if args.against == "forward":
+        other.lean = None
+    elif not runner.lean.pad_keys:
+        raise SystemExit(f"{args.model} loaded without padded keys: nothing to compare them with")
+    else:
+        other.lean.pad_keys = False  # the lean pass on the cache as transformers keeps it
     runner.reuse_prefix = False
-    runners = {"model": model_forward, "lean": runner}
+    runners = {"model": other, "lean": runner}
     what = (f"draft model in {args.draft}, attention sdpa" if args.draft
             else f"{runner.dtype} (kernels {runner.kernels})")
     print(f"CPU: {describe()}; torch {torch.__version__}, {torch.get_num_threads()} threads; {args.model} {what}; "
           f"medians over {args.rounds} rounds\n")
-    print(f"| cached tokens | one-token step: model forward / lean | {args.verify}-token pass: model forward / lean "
-          "| same logits |")
+    a, b = ("model forward", "lean") if args.against == "forward" else ("unpadded", "padded keys")
+    print(f"| cached tokens | one-token step: {a} / {b} | {args.verify}-token pass: {a} / {b} | same logits |")
     print("|---|---|---|---|")
     for length in map(int, args.contexts.split(",")):
         context = [random.Random(length).randrange(runner.vocab_size) for _ in range(length)]

@@ -52,7 +52,7 @@ def test_lean_pass_gives_the_model_forwards_bits(arch, cached):
     if "-bf16" in arch:
         bf16_or_skip(model)
     assert model.config._attn_implementation in lean.USABLE
-    runner = HFRunner(model)
+    runner = hf.lean_checked(HFRunner(model))  # as loaded: keys padded where that keeps the bits
     assert isinstance(runner.lean, LeanPass) and runner.lean.usable()
     prompt = [(i * 13 + 5) % VOCAB for i in range(cached)]
     through_lean = passes(runner, prompt)
@@ -135,3 +135,87 @@ def test_a_lean_pass_that_fails_on_the_model_warns_and_the_models_forward_runs(m
     assert runner.lean is None and runner.length == 0
     prompt = [(i * 7 + 3) % VOCAB for i in range(20)]
     assert [t for s in generate(runner, prompt, Limits(12)) for t in s.tokens] == reference_greedy(model, prompt, 12)
+
+
+def test_the_load_pads_keys_where_the_bits_stay_and_not_where_they_change(monkeypatch):
+    """lean_checked tries the lean pass with padded keys first, then without; it drops the lean pass only where
+    neither gives the model forward's bits."""
+    model = tiny_model("qwen2-fp32")
+    monkeypatch.setattr(lean, "agrees", lambda runner, lean_pass: not lean_pass.pad_keys)
+    runner = hf.lean_checked(HFRunner(model))
+    assert isinstance(runner.lean, LeanPass) and runner.lean.pad_keys is False
+    monkeypatch.setattr(lean, "agrees", lambda runner, lean_pass: lean_pass.pad_keys)
+    assert hf.lean_checked(HFRunner(model)).lean.pad_keys is True
+    monkeypatch.setattr(lean, "agrees", lambda runner, lean_pass: False)
+    assert hf.lean_checked(HFRunner(model)).lean is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_padded_keys_get_no_weight(dtype):
+    """attention.attend with `count`: rows past the count (any finite numbers) change nothing but rounding; padding
+    that is not whole blocks is refused."""
+    torch.manual_seed(0)
+    for L, spare in ((1, 0), (63, 64), (64, 0), (65, 128), (700, 0), (1030, 64)):  # spare: whole blocks a rollback left
+        P = L + (-L) % attention.SOFTMAX_BLOCK + spare
+        q = torch.randn(1, 2, 3 * 4, 16, dtype=dtype)  # [b, Hkv, G n, D]
+        keys = torch.randn(1, 2, P, 16, dtype=dtype) * 4
+        values = torch.randn(1, 2, P, 16, dtype=dtype)
+        keys[:, :, L:], values[:, :, L:] = 3e4, -2e4  # large, finite
+        mask = torch.zeros(1, 1, 1, 4, L, dtype=dtype)
+        mask[..., -1] = torch.finfo(dtype).min  # the last key hidden from every row
+        padded = attention.attend(q, keys.transpose(2, 3), values, mask, 0.25, groups=3, count=L)
+        exact = attention.attend(q, keys[:, :, :L].transpose(2, 3), values[:, :, :L], mask, 0.25, groups=3)
+        assert padded.shape == exact.shape == (1, 2, 12, 16)
+        tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+        assert torch.allclose(padded.float(), exact.float(), atol=tolerance, rtol=tolerance) and padded.isfinite().all()
+    with pytest.raises(ValueError, match="not whole blocks"):
+        attention.attend(q, keys[:, :, :-1].transpose(2, 3), values[:, :, :-1], mask, 0.25, groups=3, count=L)
+
+
+def test_key_buffers_append_in_place_and_never_write_where_another_cache_reads():
+    """The cache's keys and values live in buffers of spare rows: a decoding step copies its own rows only, the
+    passes read whole SOFTMAX_BLOCKs, a rollback keeps the buffer, and whatever replaced the layer's tensors (a
+    prefill, prefix reuse) gets a new buffer: rows another sequence kept are never written."""
+    runner = hf.lean_checked(HFRunner(tiny_model("qwen2-fp32")))
+    runner.lean.pad_keys = True  # the mechanism, whatever the load chose for float32 on this CPU
+    runner.prefill_chunk = 32  # prefix reuse keeps whole chunks: the first 64 tokens here
+    seen = []
+    append = lean.append
+
+    def recording(layer, k, v):
+        keys, values, count = append(layer, k, v)
+        seen.append((keys.shape[-2], count))
+        return keys, values, count
+
+    prompt = [(i * 7 + 3) % VOCAB for i in range(70)]
+    runner.prefill(prompt)
+    layer = runner.cache.layers[0]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(lean, "append", recording)
+        runner.forward([5])  # the prefill's rows copied into a new buffer once
+        buffer = layer.quickdraft_buffers[0]
+        for token in range(6, 30):
+            runner.forward([token])
+        runner.rollback(80)
+        runner.forward([1, 2, 3])
+    assert layer.quickdraft_buffers[0] is buffer and layer.keys.data_ptr() == buffer.data_ptr()
+    assert runner.length == 83 == layer.keys.shape[-2]
+    assert len(seen) == 26 * len(runner.cache.layers)
+    assert {padded for padded, _ in seen} == {128}  # 71 to 95, then 83 cached keys: one shape for the products
+    assert all(padded - attention.SOFTMAX_BLOCK < count <= padded for padded, count in seen)
+
+    runner.reset()  # keeps this sequence's first two chunks for prefix reuse, in tensors of their own
+    kept_cache = runner._kept[0][0]
+    kept = [t.clone() for t in (kept_cache.layers[0].keys, kept_cache.layers[0].values)]
+    assert kept[0].shape[-2] == 64
+    runner.prefill([9] * 50)  # another sequence: nothing to take; its passes append to buffers of its own
+    runner.forward([4])
+    runner.forward([4, 5, 6])
+    assert runner.cache is not kept_cache
+    assert torch.equal(kept_cache.layers[0].keys, kept[0]) and torch.equal(kept_cache.layers[0].values, kept[1])
+    runner.reset()
+    runner.prefill(prompt[:64] + [9] * 6)  # takes the kept rows, then appends its own
+    assert runner.cache is kept_cache
+    runner.forward([4])
+    assert kept_cache.layers[0].quickdraft_buffers[0].data_ptr() != buffer.data_ptr()
+    assert torch.equal(kept_cache.layers[0].keys[..., :64, :], kept[0])

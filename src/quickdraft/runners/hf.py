@@ -326,17 +326,24 @@ def check_row_invariance(runner: HFRunner) -> float:
 
 def lean_checked(runner: HFRunner) -> HFRunner:
     """The runner, its lean pass dropped where the pass's logits are not the model forward's, bit for bit, on this
-    model (lean.agrees: a one-token, a 5-token and a tree pass; 0.45 s for qwen2.5-coder-0.5b in bf16)."""
+    model (lean.agrees: a one-token, a 5-token and a tree pass; 0.45 s for qwen2.5-coder-0.5b in bf16). On the
+    runner's own attention it is tried with padded keys (lean.append, KeyBuffers) first, then without."""
     from .lean import agrees
 
     if runner.lean is None or not runner.lean.usable():
         return runner
-    try:
-        same = agrees(runner, runner.lean)
-    except Exception as e:  # e.g. a transformers whose layers take other arguments: the model's forward runs
-        warnings.warn(f"quickdraft's lean pass does not run this model here ({type(e).__name__}: {e}); its passes "
-                      "go through the model's forward", stacklevel=2)
-        same = False
+    same = False
+    ours = runner.model.config._attn_implementation in attention.FUNCTIONS  # padded keys: the runner's attention only
+    for pad in (True, False) if ours else (False,):  # padded keys where they give the same bits, else the cache as is
+        runner.lean.pad_keys = pad
+        try:
+            same = agrees(runner, runner.lean)
+        except Exception as e:  # e.g. a transformers whose layers take other arguments: the model's forward runs
+            warnings.warn(f"quickdraft's lean pass does not run this model here ({type(e).__name__}: {e}); its "
+                          "passes go through the model's forward", stacklevel=2)
+            break
+        if same:
+            break
     if not same:
         runner.lean = None
         runner.reset()
@@ -355,7 +362,8 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     not invariant is refused in bf16 with UnsupportedModelError (dtype auto then loads float32); float32, which has
     nothing to fall back to, loads with a warning and row_invariant False. Decoding and verify passes of Qwen2 and
     Llama models skip transformers' plumbing between the layers (lean.py), where the load finds the logits the model
-    forward's bit for bit (lean.agrees; else the model's forward). progress: say on stderr when the check
+    forward's bit for bit (lean.agrees; else the model's forward), and keep the cache in KeyBuffers where that gives
+    the same bits too and the check passes with them (else without). progress: say on stderr when the check
     runs (it takes seconds: 11.5 s for qwen2.5-coder-0.5b on the project's CPU)."""
     from transformers import AutoModelForCausalLM
 
@@ -376,6 +384,9 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
 
     # the check, or its answer from an earlier load of exactly this configuration (invariance.checked)
     worst, runner.row_invariance_kept = checked(runner, path, check)
+    if worst != 0.0 and runner.lean is not None and runner.lean.pad_keys:  # first without padded keys
+        runner.lean.pad_keys = False
+        worst, runner.row_invariance_kept = checked(runner, path, check)
     if worst != 0.0 and rows != attention.ROWS:
         model.set_attn_implementation(attention.register(attention.ROWS))
         worst, runner.row_invariance_kept = checked(runner, path, check)

@@ -283,6 +283,7 @@ def verdict_key(runner, path: Path | str) -> str:
         "model": [str(folder), weights],
         "layers": hashlib.sha256(repr(runner.model).encode()).hexdigest(),
         "attention": runner.model.config._attn_implementation, "dtype": runner.dtype, "kernels": runner.kernels,
+        "padded keys": bool(getattr(getattr(runner, "lean", None), "pad_keys", False)),  # lean.py's KeyBuffers
         "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in CHECKED_SOURCES},
         "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
         "transformers": transformers.__version__,

@@ -23,6 +23,10 @@ Only for the layer classes in LAYERS (their forward is the sequence above, in tr
 sliding-window layers, and only while the attention set is the runner's own (a target's; prefill keeps the model's
 forward) or SDPA (a draft model's, loaded as transformers loads it; its load compares the two paths too). On real
 weights the plumbing is 2-5 ms of a pass: 4 % of a 0.5B step, 1-2 % of a 1.5B one (docs/runtime.md).
+
+On the runner's own attention the pass can also keep the cache in KeyBuffers (`append`): no copy of the whole cache
+every step, and attention products whose shape changes every 64 tokens, not every token (1.02-1.05x one-token steps
+on the project's AMD EPYC in bf16). The load turns that on where the logits stay the model forward's, bit for bit.
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ class LeanPass:
         self.create_mask = module.create_causal_mask
         parameters = inspect.signature(self.create_mask).parameters
         self._cache_kw = "cache" if "cache" in parameters else "past_key_values"
+        # passes on the runner's own attention keep the cache in KeyBuffers and read it padded (`append`): turned on
+        # by the load where that keeps the model forward's bits and row invariance (hf.lean_checked, exact_runner)
+        self.pad_keys = False
 
     @classmethod
     def for_model(cls, model: torch.nn.Module) -> LeanPass | None:
@@ -105,11 +112,53 @@ class LeanPass:
             k = a.k_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
             v = a.v_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
             q, k = self.rotate(q, k, cos, sin)
-            k, v = cache.update(k, v, i)  # [1, Hkv, L, D]
-            out, _ = attend(a, q, k, v, mask, dropout=0.0, scaling=a.scaling)  # [1, n, H, D]
+            if ours and self.pad_keys and i < len(cache.layers):
+                k, v, count = append(cache.layers[i], k, v)  # [1, Hkv, P, D]: L keys, padded
+                out, _ = attend(a, q, k, v, mask, dropout=0.0, scaling=a.scaling, key_count=count)  # [1, n, H, D]
+            else:
+                k, v = cache.update(k, v, i)  # [1, Hkv, L, D]
+                out, _ = attend(a, q, k, v, mask, dropout=0.0, scaling=a.scaling)  # [1, n, H, D]
             x = x + a.o_proj(out.reshape(shape).contiguous())
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.model.lm_head(self.base.norm(x))  # [1, n, V]
+
+
+def append(layer, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Append k, v [1, Hkv, n, D] to a DynamicCache layer kept in KeyBuffers -> the keys and values padded to
+    P rows [1, Hkv, P, D], whole attention.SOFTMAX_BLOCKs (the L cached rows, then rows that get weight 0 in
+    attention.attend; after a rollback P may exceed L rounded up), L.
+
+    KeyBuffers. transformers' DynamicLayer concatenates every pass into new tensors of exactly L rows: a copy of the
+    whole cache every step, and attention products of a new shape every token, for which oneDNN makes a kernel
+    before running it (two bf16 products alone, on the project's AMD EPYC: 94 us at a key count seen before, 1,444 us
+    at a new one). Here the layer's keys and values are views of the first L rows of contiguous buffers of whole
+    SOFTMAX_BLOCKs (the rows past L zeros, or rows a rollback left: finite either way), so a step copies its own rows,
+    the cache is copied into a larger buffer once every SOFTMAX_BLOCK tokens, and the products, which read whole
+    buffers (dense: a product of a slice whose heads lie further apart than its rows would copy it first), change
+    shape at the same rate. Whatever replaces the layer's tensors (a prefill through the model's forward, a tree
+    pass's keep, prefix reuse) leaves views of no buffer: the next append copies them into a new one, never into a
+    buffer another cache might still view."""
+    n = k.shape[-2]
+    if not layer.is_initialized:
+        layer.lazy_initialization(k, v)
+    L = layer.get_seq_length()
+    total = L + n
+    P = total + (-total) % attention.SOFTMAX_BLOCK
+    buffers = getattr(layer, "quickdraft_buffers", None)
+    viewed = (buffers is not None and L > 0 and layer.keys.data_ptr() == buffers[0].data_ptr()
+              and layer.values.data_ptr() == buffers[1].data_ptr()
+              and layer.keys.stride() == buffers[0].stride() and layer.values.stride() == buffers[1].stride())
+    if not viewed or P > buffers[0].shape[-2]:
+        buffers = (k.new_zeros(*k.shape[:-2], P, k.shape[-1]), v.new_zeros(*v.shape[:-2], P, v.shape[-1]))
+        if L:
+            buffers[0][..., :L, :] = layer.keys
+            buffers[1][..., :L, :] = layer.values
+        layer.quickdraft_buffers = buffers
+    keys, values = buffers  # [1, Hkv, rows, D]: P rows, or more after a rollback (all read: a slice is not dense)
+    keys[..., L:total, :] = k
+    values[..., L:total, :] = v
+    layer.keys, layer.values = keys[..., :total, :], values[..., :total, :]
+    return keys, values, total
 
 
 def agrees(runner, lean: LeanPass, tokens: Sequence[int] = tuple(range(11, 31))) -> bool:
