@@ -11,7 +11,8 @@ is wrapped in a ShadowScriptedRunner. Every pass runs on the model (so it costs 
 kernels and row blocks cost on that machine) and returns the script's logits. Because the methods are exact, the
 engine, its drafters and its sizer (which reads the passes' measured costs) then draft, verify and accept what they
 would with the real model there: the time is the real model's on that machine, up to what the weights' values change
-(nothing in a matmul; the real run's check and this one's are printed).
+(not a matmul's work; on the project's AMD EPYC a replay on random weights took 41.0 s of plain decoding where the real
+model took 41.9: docs/results/2026-11-26-amx-e2e).
 
 Each run is a fresh Generator, as one `quickdraft generate` command is; prefix reuse off.
 
@@ -86,7 +87,8 @@ class ShadowScriptedRunner(ScriptedRunner):
         super().rollback(start + len(rows))
 
 
-def request(g: Generator) -> tuple[list[dict], str]:
+def request() -> tuple[list[dict], str]:
+    """The README's edit request, as `quickdraft generate --edit` sends it, and the file as its prediction."""
     source = (ROOT / "examples" / "inventory.py").read_text()
     edit, fenced = edit_request(INSTRUCTION, source, "inventory.py")  # as `quickdraft generate --edit` asks
     return [{"role": "user", "content": edit}], fenced
@@ -147,7 +149,7 @@ def main() -> None:
           f"{getattr(g.runner, 'dtype', '')}, row block {getattr(g.runner, 'row_block', None)}, lean pass "
           f"{getattr(g.runner, 'lean', None) is not None}, keys padded "
           f"{getattr(getattr(g.runner, 'lean', None), 'pad_keys', None)}\n")
-    messages, prediction = request(g)
+    messages, prediction = request()
     prompt_ids = g.encode_prompt(messages)
     if args.mode == "record":
         plain = g.generate(messages, max_new_tokens=args.max_new_tokens or 1024, prefix_reuse=False, drafter="none")

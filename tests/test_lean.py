@@ -5,6 +5,8 @@ the model's forward keeps the model's forward."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from transformers import MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -148,6 +150,16 @@ def test_the_load_pads_keys_where_the_bits_stay_and_not_where_they_change(monkey
     assert hf.lean_checked(HFRunner(model)).lean.pad_keys is True
     monkeypatch.setattr(lean, "agrees", lambda runner, lean_pass: False)
     assert hf.lean_checked(HFRunner(model)).lean is None
+
+    def padded_raises(runner, lean_pass):  # e.g. a transformers whose cache layers lack what KeyBuffers use
+        if lean_pass.pad_keys:
+            raise AttributeError("'DynamicLayer' object has no attribute 'lazy_initialization'")
+        return True
+
+    monkeypatch.setattr(lean, "agrees", padded_raises)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the form without padded keys runs: nothing to warn of
+        assert hf.lean_checked(HFRunner(model)).lean.pad_keys is False
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -1,10 +1,6 @@
 # Issue 20 on the device machine's CPU (Intel Xeon with AMX): the lean pass and the README's edit end to end, timed on
 # random weights of qwen2.5-coder-0.5b's shapes (scripts/random_weights.py, scripts/replay_on_weights.py).
-set -u
-T0=$(date +%s)
-el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=src:/tmp/site PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES="" TOKENIZERS_PARALLELISM=false
+. .device/setup.sh  # (the lines it holds were here)
 lscpu > $OUT/lscpu.txt; grep -E "^Model name|^Model:|^CPU family" $OUT/lscpu.txt; grep -o "amx[a-z_0-9]*\|avx512_bf16" $OUT/lscpu.txt | sort -u | tr '\n' ' '; echo
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 python3 scripts/random_weights.py .device/rq05 /tmp/rq05 2>&1 | grep -v Writing; el weights

@@ -1,10 +1,6 @@
-# Why plain decoding costs 77 ms a token end to end on the AMX Xeon when a one-token step costs 61-70 ms (run.sh):
+# Why plain decoding costs 77 ms a token end to end on the AMX Xeon when a one-token step costs 61-70 ms (run1.sh):
 # the engine's time against the model's passes, and glibc's allocator held from returning memory.
-set -u
-T0=$(date +%s)
-el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=src:/tmp/site PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES="" TOKENIZERS_PARALLELISM=false
+. .device/setup.sh  # (the lines it holds were here)
 python3 scripts/random_weights.py .device/rq05 /tmp/rq05 2>&1 | grep -v Writing; el weights
 R="scripts/replay_on_weights.py replay .device/edit-script.json --model /tmp/rq05 --dtype bf16 --max-new-tokens 300"
 echo "## pinned to 2 cores"; env OMP_NUM_THREADS=2 taskset -c 2,3 python3 $R --jobs plain,prediction 2>&1 | grep -v Warn | tee $OUT/replay-300.txt; el a

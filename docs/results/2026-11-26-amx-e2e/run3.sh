@@ -1,10 +1,6 @@
 # Padded keys (lean.py KeyBuffers) on the AMX Xeon: attention products at new against repeated key counts, plain
 # decoding and the prediction end to end with and without them, and the runner's tests with them.
-set -u
-T0=$(date +%s)
-el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=src:/tmp/site PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES="" TOKENIZERS_PARALLELISM=false
+. .device/setup.sh  # (the lines it holds were here)
 python3 scripts/random_weights.py .device/rq05 /tmp/rq05 2>&1 | grep -v Writing; el weights
 P="env OMP_NUM_THREADS=2 taskset -c 2,3 python3"
 $P .device/keys.py /tmp/rq05 2>&1 | grep -v Warn | tee $OUT/keys.txt; el keys

@@ -332,18 +332,19 @@ def lean_checked(runner: HFRunner) -> HFRunner:
 
     if runner.lean is None or not runner.lean.usable():
         return runner
-    same = False
+    same, error = False, None
     ours = runner.model.config._attn_implementation in attention.FUNCTIONS  # padded keys: the runner's attention only
     for pad in (True, False) if ours else (False,):  # padded keys where they give the same bits, else the cache as is
         runner.lean.pad_keys = pad
         try:
-            same = agrees(runner, runner.lean)
-        except Exception as e:  # e.g. a transformers whose layers take other arguments: the model's forward runs
-            warnings.warn(f"quickdraft's lean pass does not run this model here ({type(e).__name__}: {e}); its "
-                          "passes go through the model's forward", stacklevel=2)
-            break
+            same, error = agrees(runner, runner.lean), None
+        except Exception as e:  # e.g. a transformers whose layers take other arguments
+            same, error = False, e
         if same:
             break
+    if error is not None:  # the last form tried raised: the model's forward runs
+        warnings.warn(f"quickdraft's lean pass does not run this model here ({type(error).__name__}: {error}); its "
+                      "passes go through the model's forward", stacklevel=2)
     if not same:
         runner.lean = None
         runner.reset()
