@@ -8,6 +8,9 @@ alternating too), so that both see the same machine; every logit of the two is c
 
     .venv/bin/python scripts/ab_lean.py --model qwen2.5-coder-0.5b --dtype bf16 --contexts 800,3000
     .venv/bin/python scripts/ab_lean.py --model qwen2.5-coder-0.5b --draft int8 --contexts 800 --verify 8
+
+--against unpadded compares the runner as loaded with the lean pass without padded keys (lean.append, KeyBuffers)
+instead of with the model's forward.
 """
 
 from __future__ import annotations
