@@ -103,6 +103,7 @@ class LeanPass:
                                     position_ids=position_ids, **{self._cache_kw: cache})
         cos, sin = self.base.rotary_emb(x, position_ids)  # [1, n, D] each
         attend = attention.FUNCTIONS[implementation] if ours else ALL_ATTENTION_FUNCTIONS[implementation]
+        padded = ours and self.pad_keys and len(cache.layers) == len(self.layers)  # KeyBuffers (`append`)
         shape = (*x.shape[:-1], -1)
         for i, layer in enumerate(self.layers):
             a = layer.self_attn
@@ -112,12 +113,12 @@ class LeanPass:
             k = a.k_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
             v = a.v_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
             q, k = self.rotate(q, k, cos, sin)
-            if ours and self.pad_keys and i < len(cache.layers):
-                k, v, count = append(cache.layers[i], k, v)  # [1, Hkv, P, D]: L keys, padded
-                out, _ = attend(a, q, k, v, mask, dropout=0.0, scaling=a.scaling, key_count=count)  # [1, n, H, D]
+            if padded:
+                k, v, count = append(cache.layers[i], k, v)  # [1, Hkv, P, D]: L keys, then padding
+                extra = {"key_count": count}
             else:
-                k, v = cache.update(k, v, i)  # [1, Hkv, L, D]
-                out, _ = attend(a, q, k, v, mask, dropout=0.0, scaling=a.scaling)  # [1, n, H, D]
+                k, v, extra = *cache.update(k, v, i), {}  # [1, Hkv, L, D]
+            out, _ = attend(a, q, k, v, mask, dropout=0.0, scaling=a.scaling, **extra)  # [1, n, H, D]
             x = x + a.o_proj(out.reshape(shape).contiguous())
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.model.lm_head(self.base.norm(x))  # [1, n, V]
