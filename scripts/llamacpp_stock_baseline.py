@@ -74,6 +74,7 @@ def cmd_run(args: argparse.Namespace) -> None:
                     out: list[int] = []
                     t0 = time.perf_counter()
                     first = None
+                    llm.reset()  # generate() would keep the longest prefix it cached (a repeat's whole prompt): prefill
                     for t in llm.generate(row["prompt_ids"], temp=0.0, top_k=1, top_p=1.0, min_p=0.0,
                                           repeat_penalty=1.0, reset=True):
                         first = first or time.perf_counter()

@@ -404,6 +404,37 @@ def test_stock_baseline_script_takes_held_out_tasks_and_the_methods_asked(gguf, 
     assert bad.returncode != 0 and "unknown method(s) stock-beam" in bad.stderr and not (tmp_path / "bad.jsonl").exists()
 
 
+def test_random_weights_from_the_real_header_load_and_decode_every_token_asked(gguf, tmp_path):
+    """scripts/random_gguf.py (llama.cpp timed on a machine the weights cannot reach, as scripts/amx_check.sh does):
+    the real file's header with random weights loads in llama.cpp, its logits are finite and not the real model's,
+    and the stock baseline script, told no eos (as amx_check's prompts are), writes every token asked."""
+    import importlib.util
+
+    import llama_cpp
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("random_gguf", ROOT / "scripts" / "random_gguf.py")
+    rg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rg)
+    rg.header(Path(gguf), tmp_path / "head.xz")
+    random = rg.build(tmp_path / "head.xz", tmp_path / "random.gguf")
+    prompt = LlamaCppTokenizer(LlamaCppModel(gguf)).encode("def fibonacci(n):")
+    last = {}
+    for name, path in (("real", gguf), ("random", random)):
+        llm = stock_llama(path, n_ctx=256, threads=2)
+        llm.eval(prompt)
+        last[name] = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),)).copy()
+    assert np.isfinite(last["random"]).all() and last["random"].std() > 0
+    assert not np.allclose(last["random"], last["real"])
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps({"gguf": str(random), "eos": [],
+                                   "prompts": [{"workload": "edit", "task": "x", "prompt_ids": prompt}]}))
+    out = tmp_path / "stock.jsonl"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "llamacpp_stock_baseline.py"), "run", "--prompts",
+                    str(prompts), "--max-new-tokens", "edit=40", "--n-ctx", "256", "--methods", "stock-plain",
+                    "--out", str(out)], check=True, capture_output=True)
+    assert json.loads(out.read_text())["completion_tokens"] == 40
+
 def test_runner_without_llama_cpp_python_says_how_to_add_it(monkeypatch, capsys):
     """The llama.cpp runner is opt-in (scripts/setup.sh --with-llama-cpp): asking for it without llama-cpp-python
     fails before any work with the command that adds it, from the API and from the CLI."""
