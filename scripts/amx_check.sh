@@ -13,8 +13,8 @@
 #           weights in the real file's types; AMX repack off, then on), the edit replayed (the prediction whole, plain
 #           decoding's first 300 tokens; with and without padded keys), paired steps (padded keys against none), a
 #           profiled step, the lean pass against the model's forward where time is left, and the runner's tests.
-#           About 8 minutes on the machine of 2026-11-26. The device tool brings back 8 files of $OUT at most: the
-#           tables are in the call's output too.
+#           About 8 minutes on the machine of 2026-11-26, where the device tool brought back 8 of the files in $OUT
+#           (the tables are in the call's output too).
 #
 # What the calls of 2026-11-26 found: docs/results/2026-11-26-amx-e2e/README.md (the edit replayed, padded keys in
 # their first form) and docs/results/2026-11-26-amx-llama-cpp/README.md (this script as it is: stock llama.cpp, the
@@ -68,8 +68,7 @@ EOF
 import json
 script = json.load(open(".device/edit-script.json"))
 prompts = {"model": script["model"], "gguf": "/tmp/q05.gguf", "eos": [],  # no eos: every run writes all the tokens
-           "prompts": [{"workload": "edit", "task": "readme", "prompt_ids": script["prompt_ids"]}],
-           "new_tokens": len(script["output_ids"])}
+           "prompts": [{"workload": "edit", "task": "readme", "prompt_ids": script["prompt_ids"]}]}
 json.dump(prompts, open(".device/llama-prompts.json", "w"))
 EOF2
     du -sh .whl .device
@@ -105,10 +104,11 @@ EOF2
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-llama .device/llama-amx/*.whl \
         && python3 scripts/random_gguf.py build .device/q05.head.xz /tmp/q05.gguf && {
         ldconfig -p | grep -q libgomp.so.1 || export LD_LIBRARY_PATH=$PWD/.device
-        local L="env PYTHONPATH=/tmp/site-llama:/tmp/site ${P#env }"
+        local L="env PYTHONPATH=/tmp/site-llama:/tmp/site ${P#env }" n
+        n=$(python3 -c "import json; print(len(json.load(open('.device/edit-script.json'))['output_ids']))")
         $L -c "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())" 2>&1 | tee "$OUT/llama-info.txt"
         timeout 150 $L scripts/llamacpp_stock_baseline.py run --prompts .device/llama-prompts.json --methods stock-plain \
-            --max-new-tokens edit=656 --n-ctx 2048 --repeats 2 --out "$OUT/llama-plain.jsonl" > "$OUT/llama-plain.log" 2>&1
+            --max-new-tokens "edit=$n" --n-ctx 2048 --repeats 2 --out "$OUT/llama-plain.jsonl" > "$OUT/llama-plain.log" 2>&1
         el "llama.cpp rc $?"; tail -3 "$OUT/llama-plain.log"
         timeout 60 $L -c "
 import sys; sys.path[:0] = ['src/quickdraft/bench']; sys.argv = ['x', 'run', '--prompts', '.device/llama-prompts.json',

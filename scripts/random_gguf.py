@@ -5,9 +5,9 @@ The header (metadata, tokenizer and tensor table) is the real file's, byte for b
 architecture with the same tensor types (qwen2.5-coder-0.5b's: Q5_0, Q8_0, Q6_K, Q4_K and F32) and its kernels do
 the same work; only the values are random. Two steps:
 
-    # here: the header, xz-compressed (about 2 MB for qwen2.5-coder-0.5b)
+    # here: the header, xz-compressed (1.3 MB for qwen2.5-coder-0.5b)
     .venv/bin/python scripts/random_gguf.py header ~/.cache/quickdraft/qwen2.5-coder-0.5b/model.gguf .device/q05.head.xz
-    # there: the whole file, random weights (about 10 s for 491 MB)
+    # there: the whole file, random weights (about 15 s for 491 MB on 2 cores)
     python3 scripts/random_gguf.py build .device/q05.head.xz /tmp/q05.gguf
 
 Random bytes would give blocks whose fp16 scales are now and then inf or NaN, so every block's scales are set to one
