@@ -31,6 +31,17 @@ def _sliding_rollback() -> bool:
 needs_sliding_rollback = pytest.mark.skipif(not _sliding_rollback(), reason="sliding-window rollback needs transformers>=5.18")
 
 
+def load_script(name: str):
+    """scripts/<name>.py as a module (the scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def tiny_model(arch: str, seed: int = 0):
     """arch: llama, qwen2 or gemma3; "qwen2-onednn": its Linear layers packed (runners.hf.use_kernels);
     "llama-bf16": in bfloat16 as the runner loads it (grouped eager attention, Linear layers packed for oneDNN where

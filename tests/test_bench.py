@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from conftest import save_char_model
+from conftest import load_script, save_char_model
 
 from quickdraft import cli
 from quickdraft.bench import harness, methods, report, study, workloads
@@ -448,16 +448,10 @@ def test_skip_runs_the_tasks_after_the_first_n(bench_model, data, tmp_path):
 def test_the_ouroboros_ablation_is_a_method_list(bench_model, data, tmp_path):
     """scripts/ouroboros_ablation.py: its rows are Method objects run by harness.run (no loop of its own): the
     cumulative rows end at the default configuration, and a few of them run exact against plain decoding."""
-    import importlib.util
-    from pathlib import Path
-
     import quickdraft
     from quickdraft.drafters.ouroboros import OuroborosConfig
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "ouroboros_ablation.py"
-    spec = importlib.util.spec_from_file_location("ouroboros_ablation", path)
-    ablation = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ablation)
+    ablation = load_script("ouroboros_ablation")
     rows = ablation.methods()
     assert [m.name for m in rows[:2]] == ["plain", "draft-model"]
     default = rows[1 + len(ablation.STEPS)]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import quickdraft
+from conftest import load_script
 from quickdraft import models
 from quickdraft.bench.llamacpp_stock import build_has_amx, repack_allowed, stock_llama
 from quickdraft.drafters.draft_model import DraftModelConfig
@@ -408,14 +409,10 @@ def test_random_weights_from_the_real_header_load_and_decode_every_token_asked(g
     """scripts/random_gguf.py (llama.cpp timed on a machine the weights cannot reach, as scripts/amx_check.sh does):
     the real file's header with random weights loads in llama.cpp, its logits are finite and not the real model's,
     and the stock baseline script, told no eos (as amx_check's prompts are), writes every token asked."""
-    import importlib.util
-
     import llama_cpp
     import numpy as np
 
-    spec = importlib.util.spec_from_file_location("random_gguf", ROOT / "scripts" / "random_gguf.py")
-    rg = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rg)
+    rg = load_script("random_gguf")
     rg.header(Path(gguf), tmp_path / "head.xz")
     random = rg.build(tmp_path / "head.xz", tmp_path / "random.gguf")
     prompt = LlamaCppTokenizer(LlamaCppModel(gguf)).encode("def fibonacci(n):")

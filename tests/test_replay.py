@@ -4,33 +4,22 @@ run on a model and whose logits are a script's, so that the engine does what it 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import torch
 
-from conftest import VOCAB, tiny_model
+from conftest import VOCAB, load_script, tiny_model
 from quickdraft.core import Stats
 from quickdraft.drafters.prediction import PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.runners.hf import HFRunner
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-
-
-def script(name: str):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_random_weights_keep_the_configuration_and_tokenizer_and_change_the_weights(tiny_folder, tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoTokenizer
 
-    out = script("random_weights").make(tiny_folder, tmp_path / "random", torch.float32, seed=1)
+    out = load_script("random_weights").make(tiny_folder, tmp_path / "random", torch.float32, seed=1)
     ignored = {"dtype": None, "_name_or_path": None}
     assert AutoConfig.from_pretrained(out).to_dict() | ignored == AutoConfig.from_pretrained(tiny_folder).to_dict() | ignored
     text = "parse the line, (then) count"
@@ -44,7 +33,7 @@ def test_random_weights_keep_the_configuration_and_tokenizer_and_change_the_weig
 
 
 def test_a_shadow_scripted_runner_writes_the_script_and_runs_every_pass_on_the_model():
-    replay = script("replay_on_weights")
+    replay = load_script("replay_on_weights")
     model = HFRunner(tiny_model("qwen2-fp32"))
     calls = []
     forward, forward_tree = model.forward, model.forward_tree
@@ -96,7 +85,7 @@ def test_random_gguf_keeps_the_header_and_every_tensor_and_writes_sane_random_we
     import numpy as np
     from gguf import GGUFReader
 
-    rg = script("random_gguf")
+    rg = load_script("random_gguf")
     source = _tiny_gguf(tmp_path / "tiny.gguf")
     size = rg.header(source, tmp_path / "tiny.head.xz")
     assert size == source.stat().st_size
@@ -133,7 +122,7 @@ def test_random_gguf_refuses_a_type_it_does_not_know(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    rg = script("random_gguf")
+    rg = load_script("random_gguf")
     rg.header(path, tmp_path / "iq.head.xz")
     with pytest.raises(SystemExit, match="blk.0.attn_q.weight: type F16"):
         rg.build(tmp_path / "iq.head.xz", tmp_path / "out.gguf")
