@@ -1,5 +1,8 @@
 """Replay the deterministic drafters on outputs a benchmark already produced, with measured pass costs.
 
+When to run: before changing how prompt lookup or predictions draft, or how drafts are sized: it compares
+rules on a `quickdraft bench` run's plain outputs in minutes, without the model (docs/drafters.md).
+
 Prompt lookup and Predicted Outputs draft from the context (and the prediction) alone, so what they
 would draft at every step, and how much of it plain greedy decoding agrees with, follows from the
 prompt and plain decoding's output: comparing draft rules needs no model, only the cost of a target

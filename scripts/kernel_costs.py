@@ -1,6 +1,9 @@
 """Seconds per forward pass of n tokens on the transformers runner, torch's Linear kernels against
 weights packed for oneDNN (runners.hf.use_kernels), over a cached context of random tokens.
 
+When to run: on a new CPU, torch version or kernel choice. The cost of an n-token pass against a one-token
+pass is what drafting can gain there (the engine's sizer measures the same costs as it runs).
+
 Both copies of the model are loaded in one process and measured alternately (median of --repeats per
 size), so the two columns share the machine's state.
 

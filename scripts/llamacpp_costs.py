@@ -1,5 +1,8 @@
 """What a llama.cpp pass costs on this machine, and whether its numbers depend on the pass size.
 
+When to run: on a new CPU or llama-cpp-python version, before relying on the llama.cpp runner's exactness or
+speed there (docs/llamacpp.md).
+
 Needs only llama-cpp-python (runs under a stock build too, in another venv). For a GGUF file:
 milliseconds per pass of n tokens after `--cached` tokens, prefill time of `--prefill` tokens, and the
 largest logit difference between scoring n tokens in one pass and one at a time.

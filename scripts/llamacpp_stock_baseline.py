@@ -1,5 +1,8 @@
 """llama.cpp baselines on a stock llama-cpp-python build, for the same prompts as a `quickdraft bench` run.
 
+When to run: beside a `quickdraft bench` run, whenever a comparison with stock llama.cpp is reported
+(docs/benchmarks.md).
+
 quickdraft's llama.cpp runner needs a build without llamafile (runners/llamacpp.py), and one process
 can hold only one build, so the stock build (what `pip install llama-cpp-python` compiles, with its
 default kernels) is measured in a second virtual environment, on prompt token ids written by the first:

@@ -1,6 +1,9 @@
 """Mentored decoding's trade (issue 21): tokens per second against answer quality, per KL bound, beside
 plain sampling, speculative sampling (exact, D = 0) and the unbounded lossy rules people use today.
 
+When to run: after a change to an acceptance rule, the draft model or the sizer under sampling: it measures
+what a lossy rule costs in answers beside what it buys in speed (docs/mentored.md).
+
     .venv/bin/python scripts/mentored_trade.py --workloads humaneval,translation --limit 10 \
         --temperature 0.7 --out bench-out/mentored-t0.7
 

@@ -1,5 +1,8 @@
 """Where a decoding step's time goes on the transformers runner (issue 20, item 3).
 
+When to run: when a decoding step's time is in question (a new CPU, a runner change): it says how much of a
+step is the weights' products and how much is left to take out (docs/runtime.md).
+
 For each dtype asked, loads the model as quickdraft does (`quickdraft.load(..., dtype=...)`), caches
 --context random tokens, then times one-token steps (runner.forward plus the rollback the engine does
 after a plain step: none) and passes of --verify tokens, and profiles --steps one-token steps with

@@ -1,5 +1,8 @@
 """vLLM with and without quickdraft, at 1, 4 and 16 concurrent clients, beside quickdraft's own engine.
 
+When to run: to compare with vLLM, after a change to the vLLM plugin or proposer, or on a new machine
+(docs/vllm.md; the held-out comparison in docs/benchmarks.md).
+
     .venv/bin/python scripts/vllm_bench.py --model qwen2.5-coder-0.5b --out docs/results/DATE-vllm
 
 Servers (one at a time, each started, measured and stopped; same vLLM options, bf16, prefix caching off

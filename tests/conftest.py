@@ -12,6 +12,8 @@ from tokenizers import decoders, models, pre_tokenizers
 from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast,
                           Qwen2Config, Qwen2ForCausalLM)
 
+from quickdraft.runners.base import Runner
+
 VOCAB = 96
 
 # Every load runs the row-invariance check itself (tests patch it); tests/test_runtime.py tests the kept answers
@@ -31,12 +33,17 @@ def _sliding_rollback() -> bool:
 needs_sliding_rollback = pytest.mark.skipif(not _sliding_rollback(), reason="sliding-window rollback needs transformers>=5.18")
 
 
-def load_script(name: str):
-    """scripts/<name>.py as a module (the scripts are not a package)."""
+# where the scripts that made a result live: next to it (docs/results/<dir>/), not in scripts/
+AMX_KIT = "docs/results/2026-11-26-amx-llama-cpp"  # random_weights, replay_on_weights, random_gguf, amx_check.sh
+OUROBOROS_RESULTS = "docs/results/2026-11-24-ouroboros"  # ouroboros_ablation
+
+
+def load_script(name: str, folder: str = "scripts"):
+    """<folder>/<name>.py as a module (the scripts are not a package); folder is relative to the repository."""
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -170,7 +177,7 @@ def _greedy_after_prefill(model, prompt: list[int], n: int, passes: str, prefill
     return out
 
 
-class MarkovRunner:
+class MarkovRunner(Runner):
     """A target whose next-token logits depend on the current token only: logits = table[token]."""
 
     def __init__(self, table: torch.Tensor):  # [V, V]

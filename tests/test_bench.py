@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from conftest import load_script, save_char_model
+from conftest import OUROBOROS_RESULTS, load_script, save_char_model
 
 from quickdraft import cli
 from quickdraft.bench import harness, methods, report, study, workloads
@@ -410,7 +410,7 @@ def _small_study(out):
 
 def test_a_list_of_methods_is_an_ab_run(bench_model, data, tmp_path):
     """harness.run with Method objects: one drafter under two settings, run by the benchmark's own loop and
-    checked against plain decoding (what scripts/ab_draft_sizing.py does); a list without its baseline is
+    checked against plain decoding (what docs/results/2026-11-25-draft-stop/ab_draft_sizing.py does); a list without its baseline is
     refused before anything runs."""
     import quickdraft
     from quickdraft.bench.methods import METHODS, Method
@@ -446,12 +446,12 @@ def test_skip_runs_the_tasks_after_the_first_n(bench_model, data, tmp_path):
 
 
 def test_the_ouroboros_ablation_is_a_method_list(bench_model, data, tmp_path):
-    """scripts/ouroboros_ablation.py: its rows are Method objects run by harness.run (no loop of its own): the
+    """ouroboros_ablation.py (OUROBOROS_RESULTS): its rows are Method objects run by harness.run (no loop of its own): the
     cumulative rows end at the default configuration, and a few of them run exact against plain decoding."""
     import quickdraft
     from quickdraft.drafters.ouroboros import OuroborosConfig
 
-    ablation = load_script("ouroboros_ablation")
+    ablation = load_script("ouroboros_ablation", OUROBOROS_RESULTS)
     rows = ablation.methods()
     assert [m.name for m in rows[:2]] == ["plain", "draft-model"]
     default = rows[1 + len(ablation.STEPS)]

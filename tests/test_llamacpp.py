@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import quickdraft
-from conftest import load_script
+from conftest import AMX_KIT, load_script
 from quickdraft import models
 from quickdraft.bench.llamacpp_stock import build_has_amx, repack_allowed, stock_llama
 from quickdraft.drafters.draft_model import DraftModelConfig
@@ -406,13 +406,13 @@ def test_stock_baseline_script_takes_held_out_tasks_and_the_methods_asked(gguf, 
 
 
 def test_random_weights_from_the_real_header_load_and_decode_every_token_asked(gguf, tmp_path):
-    """scripts/random_gguf.py (llama.cpp timed on a machine the weights cannot reach, as scripts/amx_check.sh does):
+    """random_gguf.py (AMX_KIT: llama.cpp timed on a machine the weights cannot reach, as amx_check.sh there does):
     the real file's header with random weights loads in llama.cpp, its logits are finite and not the real model's,
     and the stock baseline script, told no eos (as amx_check's prompts are), writes every token asked."""
     import llama_cpp
     import numpy as np
 
-    rg = load_script("random_gguf")
+    rg = load_script("random_gguf", AMX_KIT)
     rg.header(Path(gguf), tmp_path / "head.xz")
     random = rg.build(tmp_path / "head.xz", tmp_path / "random.gguf")
     prompt = LlamaCppTokenizer(LlamaCppModel(gguf)).encode("def fibonacci(n):")

@@ -1,6 +1,7 @@
-"""scripts/random_weights.py and scripts/replay_on_weights.py, which time the real model's work on a machine its
-weights cannot reach: a folder of the same configuration and tokenizer with other weights, and a runner whose passes
-run on a model and whose logits are a script's, so that the engine does what it would do with the real model."""
+"""random_weights.py and replay_on_weights.py (in AMX_KIT, the AMX checks' folder), which time the real model's work on
+a machine its weights cannot reach: a folder of the same configuration and tokenizer with other weights, and a runner
+whose passes run on a model and whose logits are a script's, so that the engine does what it would do with the real
+model."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from conftest import VOCAB, load_script, tiny_model
+from conftest import AMX_KIT, VOCAB, load_script, tiny_model
 from quickdraft.core import Stats
 from quickdraft.drafters.prediction import PredictionDrafter
 from quickdraft.engine import Limits, generate
@@ -19,7 +20,7 @@ def test_random_weights_keep_the_configuration_and_tokenizer_and_change_the_weig
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoTokenizer
 
-    out = load_script("random_weights").make(tiny_folder, tmp_path / "random", torch.float32, seed=1)
+    out = load_script("random_weights", AMX_KIT).make(tiny_folder, tmp_path / "random", torch.float32, seed=1)
     ignored = {"dtype": None, "_name_or_path": None}
     assert AutoConfig.from_pretrained(out).to_dict() | ignored == AutoConfig.from_pretrained(tiny_folder).to_dict() | ignored
     text = "parse the line, (then) count"
@@ -33,7 +34,7 @@ def test_random_weights_keep_the_configuration_and_tokenizer_and_change_the_weig
 
 
 def test_a_shadow_scripted_runner_writes_the_script_and_runs_every_pass_on_the_model():
-    replay = load_script("replay_on_weights")
+    replay = load_script("replay_on_weights", AMX_KIT)
     model = HFRunner(tiny_model("qwen2-fp32"))
     calls = []
     forward, forward_tree = model.forward, model.forward_tree
@@ -54,7 +55,7 @@ def test_a_shadow_scripted_runner_writes_the_script_and_runs_every_pass_on_the_m
     assert model.reuse_prefix is False  # every run prefills its whole prompt, as one command does
 
 
-# -- scripts/random_gguf.py: a real GGUF's header with random weights, for timing llama.cpp where weights cannot go --
+# -- random_gguf.py (AMX_KIT): a real GGUF's header with random weights, for timing llama.cpp where weights cannot go --
 
 def _tiny_gguf(path: Path) -> Path:
     """A GGUF with one tensor of every block type random_gguf knows, real-looking names and a tokenizer field."""
@@ -85,7 +86,7 @@ def test_random_gguf_keeps_the_header_and_every_tensor_and_writes_sane_random_we
     import numpy as np
     from gguf import GGUFReader
 
-    rg = load_script("random_gguf")
+    rg = load_script("random_gguf", AMX_KIT)
     source = _tiny_gguf(tmp_path / "tiny.gguf")
     size = rg.header(source, tmp_path / "tiny.head.xz")
     assert size == source.stat().st_size
@@ -122,7 +123,7 @@ def test_random_gguf_refuses_a_type_it_does_not_know(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    rg = load_script("random_gguf")
+    rg = load_script("random_gguf", AMX_KIT)
     rg.header(path, tmp_path / "iq.head.xz")
     with pytest.raises(SystemExit, match="blk.0.attn_q.weight: type F16"):
         rg.build(tmp_path / "iq.head.xz", tmp_path / "out.gguf")

@@ -2,7 +2,7 @@
 from a run of scripts/mentored_trade.py, the probability that a drafted token is accepted against the KL
 it costs, at each bound D.
 
-    .venv/bin/python scripts/mentored_single_token.py --run bench-out/mentored-t0.7 --tasks 6 --positions 40
+    .venv/bin/python docs/results/2026-11-24-mentored-t0.7/mentored_single_token.py --run bench-out/mentored-t0.7 --tasks 6 --positions 40
 
 For each workload of the run, the first --tasks tasks' plain-sampled answers (the target's own samples, so
 the contexts are the ones the target meets) are fed through the target and the draft model as the run

@@ -5,8 +5,8 @@ grouped attention under another name, and for each (cached tokens, pass size) ti
 other on the same loaded model (bf16, as `quickdraft.load` gives it), checking that both give the same logits
 bit for bit.
 
-    .venv/bin/python scripts/ab_attention.py --before 4fc9e06
-    .venv/bin/python scripts/ab_attention.py --before 4fc9e06 --refactors 3:5   # end to end, refactor tasks 4-5
+    .venv/bin/python docs/results/2026-11-26-verify-attention/ab_attention.py --before 4fc9e06
+    .venv/bin/python docs/results/2026-11-26-verify-attention/ab_attention.py --before 4fc9e06 --refactors 3:5   # end to end, refactor tasks 4-5
 
 --refactors SKIP:END: instead of single passes, whole edits of the refactor set (tasks SKIP+1..END, the file as
 prediction, 512 new tokens), each run twice with either attention in turn: seconds in all, decoding and prefill,
@@ -104,7 +104,7 @@ def end_to_end(gen, args) -> None:
 def edits_alternating(gen, tasks, variants: dict) -> None:
     """Whole edits (the file as prediction, 512 new tokens), each task run twice with every variant in turn
     (variants: name -> a function that switches the loaded `gen` to it): seconds in all, decoding and prefill, and
-    whether every run of a task wrote the same tokens. Also scripts/ab_prefill.py's."""
+    whether every run of a task wrote the same tokens. Also docs/results/2026-11-26-prefill-blocks/ab_prefill.py's."""
     for task in tasks:
         outputs = []
         for _ in range(2):

@@ -6,7 +6,7 @@ record (here, with the real model): plain greedy decoding of the README's edit r
 --edit` example: rename parse_line in examples/inventory.py), saved as the script: prompt ids, output ids. Every job
 is also run on the real model and timed, and its output compared with plain decoding's.
 
-replay (anywhere, with --model a folder of the same shapes, e.g. scripts/random_weights.py's): the model's runner
+replay (anywhere, with --model a folder of the same shapes, e.g. docs/results/2026-11-26-amx-llama-cpp/random_weights.py's): the model's runner
 is wrapped in a ShadowScriptedRunner. Every pass runs on the model (so it costs what the model's shapes, dtype,
 kernels and row blocks cost on that machine) and returns the script's logits. Because the methods are exact, the
 engine, its drafters and its sizer (which reads the passes' measured costs) then draft, verify and accept what they
@@ -16,9 +16,9 @@ model took 41.9: docs/results/2026-11-26-amx-e2e).
 
 Each run is a fresh Generator, as one `quickdraft generate` command is; prefix reuse off.
 
-    .venv/bin/python scripts/replay_on_weights.py record --out /tmp/edit-script.json
-    .venv/bin/python scripts/random_weights.py ~/.cache/quickdraft/qwen2.5-coder-0.5b/hf /tmp/rq05
-    .venv/bin/python scripts/replay_on_weights.py replay /tmp/edit-script.json --model /tmp/rq05
+    .venv/bin/python docs/results/2026-11-26-amx-llama-cpp/replay_on_weights.py record --out /tmp/edit-script.json
+    .venv/bin/python docs/results/2026-11-26-amx-llama-cpp/random_weights.py ~/.cache/quickdraft/qwen2.5-coder-0.5b/hf /tmp/rq05
+    .venv/bin/python docs/results/2026-11-26-amx-llama-cpp/replay_on_weights.py replay /tmp/edit-script.json --model /tmp/rq05
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from quickdraft.cpu import describe
 from quickdraft.prompts import edit_request
 from quickdraft.runners.scripted import ScriptedRunner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 INSTRUCTION = "Rename the function parse_line to parse_record and update its caller."  # the README's example
 JOBS = {"plain": {"drafter": "none"}, "prediction": {}, "lookup": {"drafter": "lookup"}}
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 20's checks on a CPU with AMX, in one call of the device tool (a lent machine whose CPU has AMX: the
 # device's own torch, no network, 64 MiB a call, so random weights of qwen2.5-coder-0.5b's shapes and the real
-# model's output replayed on them: scripts/random_weights.py, scripts/replay_on_weights.py).
+# model's output replayed on them: random_weights.py and replay_on_weights.py, next to this script).
 #
-#   here:   bash scripts/amx_check.sh prepare    # wheels the device lacks into .whl/; into .device/ the model's
+#   here:   bash docs/results/2026-11-26-amx-llama-cpp/amx_check.sh prepare    # wheels the device lacks into .whl/; into .device/ the model's
 #                                                # config, tokenizer, the README edit's recorded output (recorded with
 #                                                # the real model if missing: about 2 minutes), llama-cpp-python
 #                                                # compiled for that CPU (about 10 minutes, once), the real GGUF's
-#                                                # header (scripts/random_gguf.py) and the edit's prompt ids
-#   there:  the device tool's run with command "bash scripts/amx_check.sh run", carry [".device", ".whl"],
+#                                                # header (random_gguf.py, next to this script) and the edit's prompt ids
+#   there:  the device tool's run with command "bash docs/results/2026-11-26-amx-llama-cpp/amx_check.sh run", carry [".device", ".whl"],
 #           timeout_s 560: lscpu, what 2 cores read from memory, stock llama.cpp's plain decoding of the edit (random
 #           weights in the real file's types; AMX repack off, then on), the edit replayed (the prediction whole, plain
 #           decoding's first 300 tokens; with and without padded keys), paired steps (padded keys against none), a
@@ -20,7 +20,7 @@
 # their first form) and docs/results/2026-11-26-amx-llama-cpp/README.md (this script as it is: stock llama.cpp, the
 # memory floor, the kept padded keys).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root
 LLAMA_CPP_VERSION=0.3.36  # scripts/setup.sh's
 # what llama.cpp's native build turns on for that CPU (its flags: avx512f/vbmi/vnni/bf16, avx_vnni, amx_tile/int8/bf16)
 AMX_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
@@ -49,7 +49,7 @@ EOF
         cp "$folder/$name" .device/rq05/
     done
     xz -9 -c "$folder/tokenizer.json" > .device/rq05/tokenizer.json.xz
-    [ -f .device/edit-script.json ] || .venv/bin/python scripts/replay_on_weights.py record \
+    [ -f .device/edit-script.json ] || .venv/bin/python docs/results/2026-11-26-amx-llama-cpp/replay_on_weights.py record \
         --out .device/edit-script.json --jobs plain,prediction || exit 1
     # stock llama.cpp there: llama-cpp-python compiled here for that CPU's instruction sets (AMX included; not
     # runnable here), diskcache (which it imports), the real GGUF's header and the edit's prompt ids
@@ -63,7 +63,7 @@ EOF
     cp "$(ldconfig -p | grep -m1 -o '/[^ ]*libgomp.so.1$')" .device/libgomp.so.1
     local gguf
     gguf=$(.venv/bin/python -c "from quickdraft.models import gguf_file; print(gguf_file('qwen2.5-coder-0.5b'))") || exit 1
-    [ -f .device/q05.head.xz ] || .venv/bin/python scripts/random_gguf.py header "$gguf" .device/q05.head.xz || exit 1
+    [ -f .device/q05.head.xz ] || .venv/bin/python docs/results/2026-11-26-amx-llama-cpp/random_gguf.py header "$gguf" .device/q05.head.xz || exit 1
     .venv/bin/python - <<'EOF2' || exit 1
 import json
 script = json.load(open(".device/edit-script.json"))
@@ -102,7 +102,7 @@ EOF2
     # 2. stock llama.cpp, plain greedy decoding of the edit's prompt (all its tokens, no eos), random Q4_K_M weights
     #    with the real file's header; as the bench builds it (AMX repack off: it crashed there), then with it on
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-llama .device/llama-amx/*.whl \
-        && python3 scripts/random_gguf.py build .device/q05.head.xz /tmp/q05.gguf && {
+        && python3 docs/results/2026-11-26-amx-llama-cpp/random_gguf.py build .device/q05.head.xz /tmp/q05.gguf && {
         ldconfig -p | grep -q libgomp.so.1 || export LD_LIBRARY_PATH=$PWD/.device
         local L="env PYTHONPATH=/tmp/site-llama:/tmp/site ${P#env }" n
         n=$(python3 -c "import json; print(len(json.load(open('.device/edit-script.json'))['output_ids']))")
@@ -117,18 +117,18 @@ import llamacpp_stock; llamacpp_stock.repack_allowed = lambda info=None: True  #
 sys.path.insert(0, 'scripts'); import llamacpp_stock_baseline as b; b.main()" > "$OUT/llama-repack.log" 2>&1
         el "llama.cpp with AMX repack rc $?"; tail -3 "$OUT/llama-repack.log"
     }
-    python3 scripts/random_weights.py .device/rq05 /tmp/rq05 2>&1 | grep -v Writing; el weights
+    python3 docs/results/2026-11-26-amx-llama-cpp/random_weights.py .device/rq05 /tmp/rq05 2>&1 | grep -v Writing; el weights
     # 3. the edit replayed: the prediction whole, plain decoding's first 300 tokens; with and without padded keys
-    R="scripts/replay_on_weights.py replay .device/edit-script.json --model /tmp/rq05 --dtype bf16 --paths as-loaded,unpadded"
+    R="docs/results/2026-11-26-amx-llama-cpp/replay_on_weights.py replay .device/edit-script.json --model /tmp/rq05 --dtype bf16 --paths as-loaded,unpadded"
     $P $R --jobs prediction --rounds 3 2>&1 | grep -v Warn | tee "$OUT/replay-prediction.txt"; el prediction
     $P $R --jobs plain --max-new-tokens 300 --rounds 2 2>&1 | grep -v Warn | tee "$OUT/replay-plain.txt"; el plain
     # 4. paired steps: padded keys against none; the lean pass against the model's forward; a profiled step
-    $P scripts/ab_lean.py --model /tmp/rq05 --dtype bf16 --contexts 800,2000 --rounds 3 --against unpadded 2>&1 \
+    $P docs/results/2026-11-26-lean-pass/ab_lean.py --model /tmp/rq05 --dtype bf16 --contexts 800,2000 --rounds 3 --against unpadded 2>&1 \
         | grep -v Warn | tee "$OUT/ab-padded.txt"; el padded
     $P scripts/step_profile.py --model /tmp/rq05 --dtypes bf16 --context 800 --steps 20 --top 14 2>&1 \
         | grep -v Warn | tee "$OUT/profile.txt"; el profile
     left=$(( 480 - ($(date +%s) - T0) ))
-    [ "$left" -gt 120 ] && { $P scripts/ab_lean.py --model /tmp/rq05 --dtype bf16 --contexts 800,2000 --rounds 2 \
+    [ "$left" -gt 120 ] && { $P docs/results/2026-11-26-lean-pass/ab_lean.py --model /tmp/rq05 --dtype bf16 --contexts 800,2000 --rounds 2 \
         2>&1 | grep -v Warn | tee "$OUT/ab-lean.txt"; el lean; }
     # 5. the runner's tests, in what time is left
     left=$(( 510 - ($(date +%s) - T0) ))
@@ -144,5 +144,5 @@ sys.path.insert(0, 'scripts'); import llamacpp_stock_baseline as b; b.main()" > 
 case "${1:-}" in
     prepare) prepare ;;
     run) [ -n "${OUT:-}" ] || { echo "run is for the device machine, where OUT is set" >&2; exit 2; }; run ;;
-    *) echo "usage: bash scripts/amx_check.sh prepare|run" >&2; exit 2 ;;
+    *) echo "usage: bash docs/results/2026-11-26-amx-llama-cpp/amx_check.sh prepare|run" >&2; exit 2 ;;
 esac

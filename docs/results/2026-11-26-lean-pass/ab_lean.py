@@ -6,8 +6,8 @@ one-token decoding steps (the cache growing, as in plain decoding) and --passes 
 (each rolled back, as a rejected draft is), alternating step by step between the two runners (which goes first
 alternating too), so that both see the same machine; every logit of the two is compared bit for bit.
 
-    .venv/bin/python scripts/ab_lean.py --model qwen2.5-coder-0.5b --dtype bf16 --contexts 800,3000
-    .venv/bin/python scripts/ab_lean.py --model qwen2.5-coder-0.5b --draft int8 --contexts 800 --verify 8
+    .venv/bin/python docs/results/2026-11-26-lean-pass/ab_lean.py --model qwen2.5-coder-0.5b --dtype bf16 --contexts 800,3000
+    .venv/bin/python docs/results/2026-11-26-lean-pass/ab_lean.py --model qwen2.5-coder-0.5b --draft int8 --contexts 800 --verify 8
 
 --against unpadded compares the runner as loaded with the lean pass without padded keys (lean.append, KeyBuffers)
 instead of with the model's forward.

@@ -12,7 +12,7 @@ what the drafts were made of (tokens per pass, accepted, rejected, rejected afte
 forwards) and the modelled decode speedup. Prefill is left out.
 
     C=1:1,2:2.07,3:3.19,4:2.9,5:2.7,6:2.94,8:2.53,11:3.98,17:3.22,25:4.32,33:4.95  # qwen 1.5B, AMD, 2 cores
-    PYTHONPATH=scripts .venv/bin/python scripts/draft_model_replay.py docs/results/2026-11-23-qwen1.5b-draft \
+    .venv/bin/python docs/results/2026-11-23-qwen1.5b-draft/draft_model_replay.py docs/results/2026-11-23-qwen1.5b-draft \
         --workloads translation,qa,rag,humaneval --limit 5 --costs $C --draft-cost 0.117 [--sizing off --min-joint 0]
 
 It also prints the calibration of the draft's confidence (its probability of its own greedy token)
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
@@ -35,7 +36,8 @@ from quickdraft.engine import Limits, generate
 from quickdraft.runners.scripted import TimedScriptedRunner
 from quickdraft.sizing import DraftSizer, PassCosts
 
-from draft_replay import cost_of, plain_turns
+sys.path.insert(0, str(next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists()) / "scripts"))
+from draft_replay import cost_of, plain_turns  # noqa: E402  (scripts/draft_replay.py)
 
 
 class Observed:

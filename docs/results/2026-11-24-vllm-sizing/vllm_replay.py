@@ -1,7 +1,7 @@
 """What drafting can gain on vLLM at one client: its step costs fitted from a vllm_bench run, and quickdraft's
 drafters (and a rule like vLLM's n-gram) replayed on greedy outputs of the same tasks with those costs.
 
-    .venv/bin/python scripts/vllm_replay.py --runs docs/results/2026-11-24-vllm-sizing/one-client-cold/runs.jsonl
+    .venv/bin/python docs/results/2026-11-24-vllm-sizing/vllm_replay.py --runs docs/results/2026-11-24-vllm-sizing/one-client-cold/runs.jsonl
 
 1. Fit, from the one-client rows of RUNS (prefix caching off, so each request paid its prefill): seconds =
    prefill(task) + A * steps + B * verified tokens, least squares over every method's rows (steps: decode

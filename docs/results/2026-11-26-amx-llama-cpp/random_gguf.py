@@ -6,9 +6,9 @@ architecture with the same tensor types (qwen2.5-coder-0.5b's: Q5_0, Q8_0, Q6_K,
 the same work; only the values are random. Two steps:
 
     # here: the header, xz-compressed (1.3 MB for qwen2.5-coder-0.5b)
-    .venv/bin/python scripts/random_gguf.py header ~/.cache/quickdraft/qwen2.5-coder-0.5b/model.gguf .device/q05.head.xz
+    .venv/bin/python docs/results/2026-11-26-amx-llama-cpp/random_gguf.py header ~/.cache/quickdraft/qwen2.5-coder-0.5b/model.gguf .device/q05.head.xz
     # there: the whole file, random weights (about 15 s for 491 MB on 2 cores)
-    python3 scripts/random_gguf.py build .device/q05.head.xz /tmp/q05.gguf
+    python3 docs/results/2026-11-26-amx-llama-cpp/random_gguf.py build .device/q05.head.xz /tmp/q05.gguf
 
 Random bytes would give blocks whose fp16 scales are now and then inf or NaN, so every block's scales are set to one
 value of the type's (SCALES: a weight's magnitude comes out near 0.02, as in a trained model's layers), and F32

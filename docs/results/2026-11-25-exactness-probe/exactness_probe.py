@@ -21,7 +21,7 @@ each against the engine's own rows p (does the acceptance rule do what it says?)
 far p is from p' (total variation, KL) on average.
 
 Example:
-    .venv/bin/python scripts/exactness_probe.py --workload summarization --limit 20 --temperature 0.7 \\
+    .venv/bin/python docs/results/2026-11-25-exactness-probe/exactness_probe.py --workload summarization --limit 20 --temperature 0.7 \\
         --out bench-out/exactness-probe
 """
 

@@ -13,8 +13,8 @@ Four measurements, each printed as it finishes:
 - --refactors SKIP:END: whole edits of the refactor set (tasks SKIP+1..END, the file as prediction, 512 new tokens),
   each run twice with either attention in turn: seconds in all, prefill and decoding.
 
-    .venv/bin/python scripts/ab_prefill.py --layer 512,1536,3584 --lengths ''
-    .venv/bin/python scripts/ab_prefill.py --lengths 728,2048,4096 --accuracy 4 --refactors 3:7
+    .venv/bin/python docs/results/2026-11-26-prefill-blocks/ab_prefill.py --layer 512,1536,3584 --lengths ''
+    .venv/bin/python docs/results/2026-11-26-prefill-blocks/ab_prefill.py --lengths 728,2048,4096 --accuracy 4 --refactors 3:7
 
 Prefix reuse is off (every run prefills its whole prompt). Timings depend on the machine: its CPU is printed first.
 """
@@ -130,7 +130,11 @@ def main() -> None:
         accuracy(gen, args.model, list(W.WORKLOADS["refactor"].load(W.data_dir(), args.skip + args.accuracy))[args.skip:])
     if args.refactors:
         skip, end = map(int, args.refactors.split(":"))
-        from ab_attention import edits_alternating  # scripts/ is on the path of a script run from it
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "2026-11-26-verify-attention"))
+        from ab_attention import edits_alternating
 
         runner = gen.runner
         edits_alternating(gen, list(W.WORKLOADS["refactor"].load(W.data_dir(), end))[skip:],

@@ -3,9 +3,9 @@ machine the weights cannot reach (the device machine takes 64 MiB a call; qwen2.
 
 A pass costs what its shapes cost (the weights' values do not change the work of a matmul), so a folder made here
 loads with `quickdraft.load(folder, dtype=...)` and times like the real model; what it writes is noise. Pair it with
-scripts/replay_on_weights.py to time the real model's output end to end.
+docs/results/2026-11-26-amx-llama-cpp/replay_on_weights.py to time the real model's output end to end.
 
-    .venv/bin/python scripts/random_weights.py ~/.cache/quickdraft/qwen2.5-coder-0.5b/hf /tmp/rq05
+    .venv/bin/python docs/results/2026-11-26-amx-llama-cpp/random_weights.py ~/.cache/quickdraft/qwen2.5-coder-0.5b/hf /tmp/rq05
 
 The source folder needs config.json and the tokenizer's files, not the weights; `tokenizer.json.xz` is taken for
 `tokenizer.json` (how the device run carries it). Weights: transformers' own initialisation (normal, the config's

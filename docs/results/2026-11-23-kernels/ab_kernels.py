@@ -7,7 +7,7 @@ Two copies of the target are loaded, one per kernel choice, each with its own in
 method's output must be identical to plain decoding on the same kernels; whether the two kernel choices
 write the same text is counted (they may not: rounding decides near-ties).
 
-Usage: .venv/bin/python scripts/ab_kernels.py --workloads humaneval,mt_bench --limit 3
+Usage: .venv/bin/python docs/results/2026-11-23-kernels/ab_kernels.py --workloads humaneval,mt_bench --limit 3
          [--methods plain,draft-model,lookup] [--model qwen2.5-coder-1.5b] [--draft-model qwen2.5-coder-0.5b]
          [--max-new-tokens 128] [--dtype auto|bf16|fp32] [--out ab_kernels.jsonl]
 

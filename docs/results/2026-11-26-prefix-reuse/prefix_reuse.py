@@ -10,7 +10,7 @@ alternating from task to task), the second request timed end to end and its outp
   passages.
 - turns: as edit, with another task's first request between the two (two clients taking turns on one server).
 
-    .venv/bin/python scripts/prefix_reuse.py --model qwen2.5-coder-0.5b --skip 3 --limit 4 --max-new-tokens 512
+    .venv/bin/python docs/results/2026-11-26-prefix-reuse/prefix_reuse.py --model qwen2.5-coder-0.5b --skip 3 --limit 4 --max-new-tokens 512
 
 Prints one line per task and the medians; the CPU comes first.
 """

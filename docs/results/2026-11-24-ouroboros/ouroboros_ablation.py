@@ -1,7 +1,7 @@
 """Ouroboros ablation (issue 5; the shape of the paper's Table 4): plain decoding, speculative decoding
 with the draft model, then Ouroboros adding one mechanism at a time, on HumanEval, greedy.
 
-    .venv/bin/python scripts/ouroboros_ablation.py --limit 10 --max-new-tokens 256 --out bench-out/ouroboros-ablation
+    .venv/bin/python docs/results/2026-11-24-ouroboros/ouroboros_ablation.py --limit 10 --max-new-tokens 256 --out bench-out/ouroboros-ablation
 
 A list of methods run by the benchmark's own loop (harness.run: every configuration on the same loaded
 weights in one process, interleaved and rotated per task, every output checked against plain decoding's,

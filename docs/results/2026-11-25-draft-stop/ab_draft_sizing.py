@@ -18,7 +18,7 @@ as in `quickdraft bench run`). Greedy outputs must all be identical.
 Each comparison is a list of methods run by the benchmark's own loop (harness.run: interleaved and
 rotated per task, outputs checked against plain decoding, runs.jsonl and report.md in --out).
 
-Usage: .venv/bin/python scripts/ab_draft_sizing.py --workloads mt_bench,humaneval --limit 3
+Usage: .venv/bin/python docs/results/2026-11-25-draft-stop/ab_draft_sizing.py --workloads mt_bench,humaneval --limit 3
          [--compare sizing|confidence|trim|yield|stop] [--temperature T] [--model qwen2.5-coder-1.5b]
          [--draft-model qwen2.5-coder-0.5b] [--max-new-tokens 128] [--out bench-out/ab-draft-sizing]
 """
@@ -120,7 +120,7 @@ def main() -> None:
                                  methods=tuple(m.name for m in methods), out=Path(args.out), data=W.data_dir(),
                                  draft_model=args.draft_model, limit=args.limit, max_new_tokens=args.max_new_tokens,
                                  repeats=1, temperature=args.temperature or 0.7,
-                                 argv=("scripts/ab_draft_sizing.py", "--compare", args.compare))
+                                 argv=("docs/results/2026-11-25-draft-stop/ab_draft_sizing.py", "--compare", args.compare))
     gen = quickdraft.load(args.model, draft_model=args.draft_model)
     summary = harness.run(config, gen, methods=methods)
     print(report.build(config.out))
