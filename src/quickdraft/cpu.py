@@ -1,12 +1,12 @@
 """What CPU this is, in the terms that change this project's numbers and crashes.
 
-The project's machines differ between sessions and CI runs (AMD EPYC with AVX2 only; Intel Xeon with
-AVX-512; Intel Xeon with AMX and AVX512_BF16). Kernel choices and speed ratios differ between them, and
-llama.cpp's AMX path crashes on the last kind (docs/llamacpp.md), so every benchmark record names the CPU
-and these flags, and code that must choose by CPU asks here.
+The machines this runs on differ in the instruction sets that decide kernels: AVX2 only; AVX-512; AMX with
+AVX512_BF16. Kernel choices and speed ratios differ between them, and llama.cpp's AMX path crashes on the last
+kind (docs/llamacpp.md#stock-baselines-on-cpus-with-amx), so every benchmark record names the CPU and these flags,
+and code that must choose by CPU asks here.
 
-    >>> describe({"model": "AMD EPYC", "flags": ["avx2", "fma"]})
-    'AMD EPYC [avx2 fma]'
+    >>> describe({"model": "Example CPU 8C", "flags": ["avx2", "fma"]})
+    'Example CPU 8C [avx2 fma]'
 """
 
 from __future__ import annotations

@@ -23,21 +23,21 @@ def load(model: str | None = None, *, runner: str = "transformers", draft_model:
 
     The options are those of quickdraft.options.LoadOptions, checked there before anything loads:
     runner: "transformers" (GGUF files are converted once) or "llama.cpp" (the GGUF run by llama.cpp as it
-    is, 4-bit: a one-token pass 3-4x cheaper than float32 on a CPU, but passes of many tokens and prefill
-    cost more than on a stock llama.cpp build, for exactness; see docs/llamacpp.md; installed by
-    `bash scripts/setup.sh --with-llama-cpp`). Every drafter and acceptance rule works on both.
+    is, 4-bit: a one-token pass much cheaper than float32 on a CPU, but passes of many tokens and prefill
+    cost more than on a stock llama.cpp build, for exactness; installed by `bash scripts/setup.sh --with-llama-cpp`;
+    measured: docs/llamacpp.md#what-it-costs-and-what-drafting-can-gain-here). Every drafter and acceptance rule works on both.
     draft_model: a smaller model with the same tokenizer (alias, folder or .gguf) for speculative
     decoding (drafter="draft-model"); refused before any weights load if its vocabulary differs.
     draft_runner: the draft model's runner (default: the target's); the two may differ.
-    draft_precision: for a transformers draft model, "int8" (the default: about 4x cheaper per draft
-    token on a CPU) or "fp32". A llama.cpp draft runs its GGUF's own quantisation. The target decides
-    every token, so the draft's precision changes speed, never the output.
+    draft_precision: for a transformers draft model, "int8" (the default: several times cheaper per draft
+    token on a CPU; measured: docs/drafters.md#the-draft-model) or "fp32". A llama.cpp draft runs its GGUF's
+    own quantisation. The target decides every token, so the draft's precision changes speed, never the output.
     threads: llama.cpp threads (default: every core this process may use).
-    kernels: a transformers model's Linear layers: "onednn" (weights packed once in oneDNN's layout: on the
-    project's CPU a 1.5B one-token pass is 1.17x faster in float32 and 1.43x in bf16, a verification pass of
-    2-32 tokens 1.2-1.8x / 1.26-1.45x), "torch" (as transformers loads them), "auto" (onednn where torch runs
-    the dtype with it). For the target and a float32 draft model; the numbers may differ from torch's by
-    rounding, the same for every method, so outputs stay identical to plain decoding on the same kernels.
+    kernels: a transformers model's Linear layers: "onednn" (weights packed once in oneDNN's layout, read once
+    a pass; faster in both dtypes, measured: docs/runtime.md#packed-weights), "torch" (as transformers loads
+    them), "auto" (onednn where torch runs the dtype with it). For the target and a float32 draft model; the
+    numbers may differ from torch's by rounding, the same for every method, so outputs stay identical to plain
+    decoding on the same kernels.
     dtype: the transformers target's precision, "fp32", "bf16" or "auto" (bf16 where the CPU has native bf16
     and the model's bf16 passes are row-invariant, checked at load; else fp32: options.py).
     """

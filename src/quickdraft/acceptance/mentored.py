@@ -38,9 +38,8 @@ with probability t, and a rejected x is replaced from p with x removed, as in th
 Cost. Evaluating pi for given (alpha, beta) is O(log V): sort the tokens in the target's support by
 rho = q / p; the tokens with rho > 1/alpha take p/alpha, those with rho < 1/beta take p/beta, the
 rest take q, so sum(pi) and KL(p || pi) are read off cumulative sums of p, q and p log(p/q) in that
-order. Building them (a sort, O(V log V), once per decided position) dominates: about 30 ms per position
-for a 152k vocabulary on one CPU thread (half of it the sort), under 2 ms with top-k 50, since top-k /
-top-p shrink the support that is sorted.
+order. Building them (a sort, O(V log V), once per decided position) dominates, for a large vocabulary
+much more than the O(log V) search; top-k / top-p shrink the support that is sorted.
 
 Worked example (tests/test_mentored.py): p = (0.5, 0.3, 0.2), q = (0.1, 0.1, 0.8), D = 0.1 nats:
 alpha = 0.4878, beta = 1.3559, r = (1, 1, 0.5125), s = (0.6891, 0.3109, 0), pi = (0.3688, 0.2213,

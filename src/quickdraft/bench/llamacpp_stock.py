@@ -5,11 +5,10 @@ scripts/llamacpp_stock_baseline.py all construct their `Llama` through `stock_ll
 runs is what the tests run.
 
 "Stock" means llama-cpp-python's defaults, with one exception. On a build with llama.cpp's AMX kernels
-(a native build on an Intel CPU with AMX-INT8 and AVX512-VNNI: llama.cpp's system info says
-`AMX_INT8 = 1`), the default model parameters load the quantized weights into AMX-repacked buffers
-("AMX model buffer size = ..." in its log), and decoding then segfaults inside libggml-cpu (seen on a
-2-core Intel Xeon with amx_tile/amx_int8/amx_bf16, llama-cpp-python 0.3.36, qwen2.5-coder-0.5b and
-smollm2-135m; a plain pip build crashes the same way). There, and only there, the weights are loaded
+(a native build on a CPU with AMX-INT8 and AVX512-VNNI: llama.cpp's system info says `AMX_INT8 = 1`), the
+default model parameters load the quantized weights into AMX-repacked buffers ("AMX model buffer size = ..." in
+its log), and decoding then segfaults inside libggml-cpu (llama-cpp-python 0.3.36; a plain pip build crashes the
+same way; seen: docs/llamacpp.md#stock-baselines-on-cpus-with-amx). There, and only there, the weights are loaded
 without extra buffer types (`use_extra_bufts = False`, llama.cpp's `--no-repack`): this turns off the
 AMX buffers and, with them, the CPU repacked-weight buffers, since llama.cpp offers one switch for both.
 Such a baseline is recorded as `stock_repack: false` and named "(no repack)" in reports. Elsewhere

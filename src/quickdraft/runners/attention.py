@@ -2,9 +2,8 @@
 
 transformers' eager attention first repeats each key/value head for every query head that shares it
 (repeat_kv): with grouped-query attention that writes the whole cache again, G times over, in every layer
-of every step (qwen2.5-coder-0.5b: 14 query heads on 2 KV heads, 7 copies; after 1,400 cached tokens about
-120 MB written per step in bf16). Here the G query heads of a group are stacked as rows of one product
-against their shared keys instead (`attend`):
+of every step (qwen2.5-coder-0.5b: 14 query heads on 2 KV heads, 7 copies). Here the G query heads of a group
+are stacked as rows of one product against their shared keys instead (`attend`):
 
     query [b, H, n, D] -> [b, Hkv, G n, D]           (head h = kv G + g, as repeat_kv orders them)
     scores = query keys^T * scaling                  [b, Hkv, G n, L]
@@ -13,26 +12,23 @@ against their shared keys instead (`attend`):
 
 Row invariance. A row of an n-token pass sees L keys of which the last ones are masked (weight 0); the
 same position in a one-token pass sees only its own keys. The sums over keys must not depend on how many
-masked keys follow. Measured on this project's AMD EPYC (AVX512_BF16, 2 threads), qwen2.5-coder-0.5b,
-n-token passes against one-token decoding after every cache length from 1 to 64 and then up to 2,100
-(docs/runtime.md):
+masked keys follow. n-token passes against one-token decoding at every cache length, on a CPU with AVX512_BF16
+(measured: docs/runtime.md#attention):
 - softmax over a row of fewer than 16 keys takes another path than over a longer row: rows are padded
   with -inf keys to a multiple of SOFTMAX_BLOCK, so every row has whole blocks;
 - bf16 weights times values: oneDNN splits a sum over about 1,000 keys or more differently by its
   length: the values are summed VALUE_BLOCK keys at a time, blocks added in float32;
 - the scaled, masked scores are written straight into the padded rows, and in bf16 the softmax writes bf16
-  (torch computes it in float32 and rounds once: on this CPU the bits of a float32 softmax rounded to bf16,
-  checked over rows of 64-4,096 keys); the same bits as copying the scores into padded rows, a float32
-  softmax and a conversion, 1.11x faster 32-token passes after 2,000 cached tokens, 1.20x after 4,000
-  (scripts/ab_attention.py; docs/runtime.md);
+  (torch computes it in float32 and rounds once: the bits of a float32 softmax rounded to bf16); the same bits
+  as copying the scores into padded rows, a float32 softmax and a conversion, with fewer copies of the scores
+  (measured with scripts/ab_attention.py: docs/runtime.md#attention);
 - with both, `grouped_attention` (NAME) is row-invariant in bf16 at every length tried. It is checked on
   the model at load (runners/hf.exact_runner), which falls back to `rows_attention` where it is not.
 - float32 (MKL and oneDNN) splits the same sums in more ways, by length and by layout; there
   `rows_attention` (ROWS) is used: a pass of n > 1 tokens computes each row on its own, with the operands
   of a one-token pass at that position: the keys that row may see (a prefix of the cache in a linear
   pass; the cache and its ancestors in a tree pass). Same shapes, same kernels: invariant by
-  construction, for n small products per layer (qwen2.5-coder-0.5b after 800 tokens: about 1.5 ms per row
-  in float32, 2.7 ms in bf16, where the products read the cache once per row).
+  construction, for n small products per layer, each reading the cache once per row.
 """
 
 from __future__ import annotations
@@ -44,8 +40,8 @@ ROWS = "quickdraft_rows"
 PREFILL = "quickdraft_prefill"
 SOFTMAX_BLOCK = 64  # softmax rows are padded with -inf keys to a multiple of this
 VALUE_BLOCK = 1024  # weights times values is summed this many keys at a time
-# Query positions per product in `prefill_attention`. One layer's 512-token prefill pass of qwen2.5-coder-0.5b after
-# 1,536 cached tokens (bf16, the project's EPYC; one-off runs): 64 and 128 about 18 ms, 32 about 22, 16 and SDPA 32.
+# Query positions per product in `prefill_attention`: the smallest block as fast as larger ones (measured:
+# docs/runtime.md#prefill-attention)
 PREFILL_BLOCK = 64
 
 
@@ -172,8 +168,8 @@ def prefill_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     heads stacked, each block against the keys its rows may see: after the last key any of them sees nothing is
     computed, and the mask is added only from the first key any of them may not see. Each block's scores stay in
     the core's caches between the three products, where SDPA's CPU kernel and one product over all rows do not: in bf16
-    1.55-1.65x faster than SDPA for a 512-token pass after 512-3,584 cached tokens on the project's EPYC, at eager
-    attention's precision, a little below SDPA's (docs/runtime.md).
+    faster than SDPA, at eager attention's precision, a little below SDPA's (measured:
+    docs/runtime.md#prefill-attention).
     Rows that see no key at all (none in a causal prefill) are not computed as eager attention computes them."""
     refuse_what_is_not_computed(module, kwargs)
     b, H, n, D = query.shape  # key, value: [b, Hkv, L, D]
@@ -219,9 +215,9 @@ def _key_spans(attention_mask: torch.Tensor | None, n: int, L: int) -> tuple[lis
 
 def prefill_here(dtype: torch.dtype) -> str:
     """The attention a runner on its own attention (NAME or ROWS) prefills with on this CPU, registered: PREFILL in
-    bf16 where the CPU has AVX512_BF16 without AMX (measured faster than SDPA there: docs/runtime.md), else SDPA, as
-    before (float32, where SDPA is as fast; AMX, whose SDPA kernel computes on AMX tiles and was not measured against
-    it; CPUs without bf16 instructions)."""
+    bf16 where the CPU has AVX512_BF16 without AMX (faster than SDPA there), else SDPA: in float32, where SDPA is as
+    fast; with AMX, whose SDPA kernel computes on AMX tiles and was not compared with it; on CPUs without bf16
+    instructions (measured: docs/runtime.md#prefill-attention)."""
     from ..cpu import has_amx_bf16, has_native_bf16
 
     if dtype == torch.bfloat16 and has_native_bf16() and not has_amx_bf16():  # native bf16 without AMX: AVX512_BF16

@@ -26,8 +26,7 @@ from ..options import DRAFT_PRECISIONS, KERNELS
 # Tokens per prefill pass. Passes start at fixed positions (0, 512, 1024, ... from the start of a sequence): that
 # bounds attention memory on long prompts, and makes the cache rows of a prompt's whole chunks the same bits
 # whatever tokens follow them, so that a later prompt that starts with them can take them (prefix reuse, HFRunner).
-# 2,048 tokens of qwen2.5-coder-0.5b in bf16 on the project's EPYC: 5.45/5.53 s in passes of 1,024, 5.52/5.61 s
-# of 512, 5.64/5.85 s of 256 (two rounds).
+# Passes of 512 cost about what passes of 1,024 do (measured: docs/runtime.md#prefix-reuse).
 PREFILL_CHUNK = 512
 # Earlier sequences whose whole prefill chunks a runner keeps for prefix reuse (HFRunner): clients that take turns
 # each find theirs. Each costs its chunks' cache: 12 KiB a token for qwen2.5-coder-0.5b in bf16 (a 2,048-token
@@ -40,8 +39,8 @@ def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedM
 
     Only for draft models: their numbers decide what is proposed, never what is emitted, so a
     cheaper draft changes speed, not output (under sampling the drafter reports the distributions
-    of the model it actually ran, which keeps speculative sampling lossless). Measured on the
-    project's 2-core CPU, qwen2.5-coder-0.5b: 181 ms per token in float32, 47 ms in int8.
+    of the model it actually ran, which keeps speculative sampling lossless). int8 drafts several times cheaper
+    than float32 on a CPU (measured: docs/drafters.md#the-draft-model).
     """
     if precision not in DRAFT_PRECISIONS:
         raise ValueError(f"draft precision must be one of {', '.join(DRAFT_PRECISIONS)}; got {precision!r}")
@@ -65,17 +64,13 @@ class PackedLinear(torch.nn.Module):
     """A Linear layer (float32 or bfloat16) whose weight is kept in oneDNN's blocked layout, packed once at load.
 
     torch's own Linear reorders the weight on every call when a pass carries a few tokens, so a decoding step
-    reads every weight about twice. Packed once, each pass reads it once. On the project's 2-core CPU (AMD
-    EPYC, AVX-512 with AVX512_BF16), passes after 800 cached tokens, 1 / 4 / 16 / 32 tokens, ms, alternating
-    in one process: qwen2.5-coder-0.5b bf16 48.5 / 49.6 / 63.3 / 89.9 with torch's Linear, 34.7 / 34.8 / 46.1
-    / 68.5 packed; qwen2.5-coder-1.5b bf16 157 / 161 / 166 / 227 against 110 / 111 / 116 / 180 (docs/runtime.md).
+    reads every weight about twice. Packed once, each pass reads it once (measured: docs/runtime.md#packed-weights).
 
     The weight is laid out for passes of PACK_ROWS rows. In float32 that choice matters: laid out for one row,
-    oneDNN's products of 2 to 32 rows ran 1.3-2.3x slower (4864 x 896: 2 rows 0.28 ms against 0.12; the
-    output layer, 151936 x 896, 32 rows 39 against 25 ms) and one row no faster (0.14 against 0.12 ms); in
-    bf16 the layout made no difference. The numbers are oneDNN's, bit for bit those of torch's own Linear in
-    bf16 on that CPU and within float rounding of them in float32, and the same for plain decoding and for
-    verification passes, which run the same layers.
+    oneDNN's products of 2 to 32 rows are slower and one row no faster; in bf16 the layout makes no difference.
+    The numbers are oneDNN's, bit for bit those of torch's own Linear in bf16 where that was compared and within
+    float rounding of them in float32, and the same for plain decoding and for verification passes, which run the
+    same layers.
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):  # [out, in], [out]
@@ -137,8 +132,8 @@ def use_kernels(model: PreTrainedModel, kernels: str) -> str:
 
 
 # transformers before 5.18 hands a sliding-window layer that records its past (for rollback) every key it holds,
-# while the mask covers the window: a second pass without a crop between fails (seen with 5.17 on the lent machine,
-# docs/results/2026-11-26-amx-fixed-rows; 5.18 slices them to the mask)
+# while the mask covers the window: a second pass without a crop between fails (seen with 5.17; 5.18 slices them to
+# the mask)
 SLIDING_ROLLBACK_FROM = "5.18"
 
 
@@ -177,8 +172,8 @@ class HFRunner:
         # pass), so only the cache it leaves matters, and that is the same for plain decoding and every drafter
         # whatever attention computed it. The runner's row-invariant attention (attention.py: grouped, or one row
         # at a time) is slow on long prompts (it materialises every score), so prefill runs another there
-        # (attention.prefill_here: in bf16 on AVX512_BF16 attention.prefill_attention, whose attention is about 1.6x
-        # faster than SDPA's on the project's CPU; else SDPA; docs/runtime.md has the figures).
+        # (attention.prefill_here: in bf16 on AVX512_BF16 attention.prefill_attention, faster than SDPA's there; else
+        # SDPA; measured: docs/runtime.md#prefill-attention).
         self.prefill_attention: str | None = None
         if model.config._attn_implementation in (attention.NAME, attention.ROWS):
             missing = attention.not_computed(model)
@@ -309,8 +304,8 @@ def _cut(cache: DynamicCache, length: int) -> DynamicCache:
 CHECK_CACHED = (7, 1000)  # cache lengths the load's check runs passes after: a short one, one across VALUE_BLOCK
 # pass sizes it checks: where kernels were seen to change path by rows (2: float32; 8: torch's bf16 Linear with AMX;
 # 16-17: oneDNN's bf16 products with AMX and AVX512_BF16; 33: past 32 rows), and 65, the longest prediction pass
-# (the last token and a 64-token draft), where torch's own bf16 Linear differs on the project's EPYC and (2, 5, 16,
-# 33) did not look (docs/runtime.md). 13.4 s for qwen2.5-coder-0.5b there, 8.0 s with those four.
+# (the last token and a 64-token draft), where torch's own bf16 Linear was seen to differ where (2, 5, 16, 33) did
+# not look (measured: docs/runtime.md#the-load-check). Each size adds to every load's time.
 CHECK_SIZES = (2, 5, 8, 16, 17, 33, 65)
 
 
@@ -326,7 +321,7 @@ def check_row_invariance(runner: HFRunner) -> float:
 
 def lean_checked(runner: HFRunner) -> HFRunner:
     """The runner, its lean pass dropped where the pass's logits are not the model forward's, bit for bit, on this
-    model (lean.agrees: a one-token, a 5-token and a tree pass; 0.45 s for qwen2.5-coder-0.5b in bf16). On the
+    model (lean.agrees: a one-token, a 5-token and a tree pass: a small part of a load's time). On the
     runner's own attention it is tried with padded keys (lean.append, KeyBuffers) first, then without."""
     from .lean import agrees
 
@@ -365,7 +360,7 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     Llama models skip transformers' plumbing between the layers (lean.py), where the load finds the logits the model
     forward's bit for bit (lean.agrees; else the model's forward), and keep the cache in KeyBuffers where that gives
     the same bits too and the check passes with them (else without). progress: say on stderr when the check
-    runs (it takes seconds: 11.5 s for qwen2.5-coder-0.5b on the project's CPU)."""
+    runs (it takes seconds)."""
     from transformers import AutoModelForCausalLM
 
     from .invariance import checked, make_row_invariant, unpacked

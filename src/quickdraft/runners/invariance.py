@@ -1,9 +1,9 @@
 """Row invariance on the transformers runner: a verify pass computes, for every row, the numbers a one-token
-pass computes for it, bit for bit (docs/runtime.md).
+pass computes for it, bit for bit.
 
-Drafted output is plain decoding's only if that holds; kernels rarely promise it. Measured on this
-project's AMD EPYC (AVX-512, AVX512_BF16), torch 2.13, rows of a pass of M tokens against the same rows
-computed one at a time (figures: docs/runtime.md):
+Drafted output is plain decoding's only if that holds; kernels rarely promise it. Rows of a pass of M tokens
+against the same rows computed one at a time, on a CPU with AVX-512 and AVX512_BF16 (measured:
+docs/runtime.md#row-invariance):
 
     float32 Linear, packed for oneDNN (hf.PackedLinear)   M = 1 differs from M >= 2 where the inner dimension
                                                           is long (896 x 4864, 1536 x 1536 ...); M >= 2 agree
@@ -14,21 +14,20 @@ computed one at a time (figures: docs/runtime.md):
                                                           (the sum over L is split by its length); bf16 eager:
                                                           equal; SDPA: differs
 
-On an Intel Xeon with AMX (CPU family 6, model 207; torch 2.11, 2 threads; the device machine of 2026-11-26,
-docs/runtime.md) packed bf16 products of 16 rows or more take other kernels than smaller ones, and 16-31
-rows differ again from 32 or more: nearly every packed shape differs by M there, while torch's own bf16
-Linear differs only where the inner dimension is long (896 x 4864, M = 8-33).
+With AMX, packed bf16 products of 16 rows or more take other kernels than smaller ones, and 16-31 rows differ
+again from 32 or more: nearly every packed shape differs by M there, while torch's own bf16 Linear differs only
+where the inner dimension is long (measured: docs/runtime.md#amx).
 
-And which rows differ there depends on the data: a tiny model whose every shape probed invariant (random
-inputs, 1-65 rows) gave row 31 of a 64-row pass other bits in its value projection than a one-token pass,
-with equal inputs, after 100 cached tokens, and the load's check (after 7 and 1,000) did not see it. Probing
-cannot show invariance there.
+And which rows differ there depends on the data: a model whose every shape probed invariant can still give one
+row of a long pass other bits than a one-token pass, with equal inputs, where the load's check did not look.
+Probing cannot show invariance there.
 
 So the runner (hf.exact_runner) loads its own eager attention and makes its Linear layers row-invariant
 (`make_row_invariant`) one of two ways:
 - with AMX, in bf16: every Linear in a FixedRows layer, which computes each pass in products of exactly
   FIXED_ROWS rows (zero rows filling the last), so every row of every pass takes the same product, whatever
-  the data: invariant by construction, and with AMX faster than the padding below (docs/runtime.md);
+  the data: invariant by construction, and with AMX cheaper than the padding below (measured:
+  docs/runtime.md#fixed-row-blocks);
 - elsewhere: exactly the layers whose shape is not invariant wrapped in a RowPadded layer, which pads a pass
   of fewer rows than the layer needs to that many (the fewest of PAD_ROWS that makes the layer invariant: 2 for
   the float32 layers above, 16 for the bf16 ones here), probed once per distinct shape at load
@@ -50,8 +49,8 @@ import torch
 from .hf import PackedLinear
 
 MIN_ROWS = 16  # rows a RowPadded layer computes at least, unless told otherwise
-# With AMX every bf16 Linear runs in products of this many rows (FixedRows; module docstring): measured on the lent
-# Xeon, qwen2.5-coder-0.5b's shapes, against 16 and 64 (docs/runtime.md)
+# With AMX every bf16 Linear runs in products of this many rows (FixedRows; module docstring), chosen against 16 and
+# 64 (measured: docs/runtime.md#fixed-row-blocks)
 FIXED_ROWS = 32
 PAD_ROWS = (2, 4, 8, MIN_ROWS, 32, 64)  # the paddings pad_where_needed tries, fewest rows first
 # pass sizes probed against one-row passes (65: the last token and a prediction draft of its longest, 64 tokens)
@@ -255,8 +254,8 @@ def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 
 
 
 # -- the load's verdict, kept for the same configuration ---------------------------------------------------------
-# The load's check (hf.check_row_invariance) takes 11.5 s of a 14.9 s load of qwen2.5-coder-0.5b in bf16 on the
-# project's 2-core AMD EPYC. Its answer is a function of what it ran on: the weights, the layers as loaded
+# The load's check (hf.check_row_invariance) is most of a load's time (measured: docs/runtime.md#the-load-check).
+# Its answer is a function of what it ran on: the weights, the layers as loaded
 # (kernels, padding, attention), this code, torch's and transformers' builds, the threads and the CPU (its model,
 # flags and cache sizes, which oneDNN blocks its products by). So the answer is kept under a hash of all of those
 # (models.home()/checks/) and a later load with the same hash takes it instead of running the check again; any

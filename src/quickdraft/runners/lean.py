@@ -1,11 +1,9 @@
 """Decoding and verify passes without transformers' plumbing between the layers, for Llama-shaped decoders.
 
-A one-token step of qwen2.5-coder-0.5b spends about 4 ms outside the work of its layers: the model's and every
-layer's forward wrappers (keyword deprecation, output capture, config defaults, gradient-checkpointing calls),
-keyword plumbing through every layer and the attention interface looked up again in each of them. A model of that
-step's shapes with a hidden size of 64 (so next to no weights) takes 17.4 ms a step through the model's forward and
-13.6 ms through the same modules called directly (the project's AMD EPYC, bf16, after 800 cached tokens;
-docs/runtime.md). `LeanPass` is that direct call sequence:
+A one-token step spends part of its time outside the work of its layers: the model's and every layer's forward
+wrappers (keyword deprecation, output capture, config defaults, gradient-checkpointing calls), keyword plumbing
+through every layer and the attention interface looked up again in each of them (measured, on a model of a real
+one's shapes with next to no weights: docs/runtime.md#the-lean-pass). `LeanPass` is the direct call sequence:
 
     x = embed(ids)                                    [1, n, C]
     cos, sin = rotary(x, positions); mask = the model's own causal mask (create_causal_mask)
@@ -22,11 +20,11 @@ The same modules compute the same numbers in the same order as the model's forwa
 Only for the layer classes in LAYERS (their forward is the sequence above, in transformers 5.x), without
 sliding-window layers, and only while the attention set is the runner's own (a target's; prefill keeps the model's
 forward) or SDPA (a draft model's, loaded as transformers loads it; its load compares the two paths too). On real
-weights the plumbing is 2-5 ms of a pass: 4 % of a 0.5B step, 1-2 % of a 1.5B one (docs/runtime.md).
+weights the plumbing is a few percent of a small model's step, less of a larger one's.
 
 On the runner's own attention the pass can also keep the cache in KeyBuffers (`append`): no copy of the whole cache
-every step, and attention products whose shape changes every 64 tokens, not every token (1.02-1.05x one-token steps
-on the project's AMD EPYC in bf16). The load turns that on where the logits stay the model forward's, bit for bit.
+every step, and attention products whose shape changes every 64 tokens, not every token (measured:
+docs/runtime.md#padded-keys). The load turns that on where the logits stay the model forward's, bit for bit.
 """
 
 from __future__ import annotations
@@ -131,8 +129,8 @@ def append(layer, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch
 
     KeyBuffers. transformers' DynamicLayer concatenates every pass into new tensors of exactly L rows: a copy of the
     whole cache every step, and attention products of a new shape every token, for which oneDNN makes a kernel
-    before running it (two bf16 products alone, on the project's AMD EPYC: 94 us at a key count seen before, 1,444 us
-    at a new one). Here the layer's keys and values are views of the first L rows of contiguous buffers of whole
+    before running it, many times the cost of running one it made before (measured: docs/runtime.md#padded-keys).
+    Here the layer's keys and values are views of the first L rows of contiguous buffers of whole
     SOFTMAX_BLOCKs (the rows past L zeros, or rows a rollback left: finite either way), so a step copies its own rows,
     the cache is copied into a larger buffer once every SOFTMAX_BLOCK tokens, and the products, which read whole
     buffers (dense: a product of a slice whose heads lie further apart than its rows would copy it first), change
