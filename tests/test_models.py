@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from quickdraft import models
+from quickdraft import conversion, models
 from quickdraft.errors import HashMismatchError, ModelError, UnknownModelError
 
 PARTS = (b"GGUF" + bytes(range(256)) * 40, b"second part " * 500)
@@ -313,7 +313,7 @@ def test_failed_conversion_leaves_nothing(monkeypatch, tmp_path):
         (out / "config.json").write_text("{}")
         raise ModelError("boom")
 
-    monkeypatch.setattr(models, "_convert_into", half_written)
+    monkeypatch.setattr(conversion, "_convert_into", half_written)
     with pytest.raises(ModelError, match="boom"):
         models.convert(gguf, tmp_path / "out", progress=False)
     assert [p.name for p in tmp_path.iterdir() if p.name != "home"] == ["m.gguf"]
@@ -333,7 +333,7 @@ class _Tok:
 
 def test_eos_ids_merge_gguf_tokenizer_and_end_markers():
     metadata = {"tokenizer.ggml.eos_token_id": 151645}
-    assert models._eos_ids(_Tok(), metadata) == [151645, 151643]
+    assert conversion._eos_ids(_Tok(), metadata) == [151645, 151643]
 
 
 def test_gguf_metadata_reader_matches_gguf_writer(tmp_path):
@@ -352,13 +352,13 @@ def test_gguf_metadata_reader_matches_gguf_writer(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    assert models._gguf_metadata(path) == {
+    assert conversion._gguf_metadata(path) == {
         "tokenizer.ggml.eos_token_id": 1, "tokenizer.ggml.eot_token_id": 2,
         "tokenizer.chat_template": "{{ messages[0]['content'] }}"}
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"NOPE" + bytes(20))
     with pytest.raises(ModelError, match="not a GGUF"):
-        models._gguf_metadata(bad)
+        conversion._gguf_metadata(bad)
 
 
 # --- the real thing ---------------------------------------------------------------------------
