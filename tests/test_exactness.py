@@ -16,7 +16,7 @@ from conftest import VOCAB, bf16_or_skip, check_invariants, needs_sliding_rollba
 from quickdraft.core import Draft, Stats
 from quickdraft.drafters.base import FirstOf, NoDrafter
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
-from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
+from quickdraft.drafters.prediction import POLICIES, PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.runners.hf import HFRunner
 from quickdraft.stopping import StopStrings
@@ -48,9 +48,6 @@ def edit(seq: list[int], kind: str, where: str, size: int = 3) -> list[int]:
     if kind == "delete":
         return seq[:at] + seq[at + size :]
     return seq[:at] + junk + seq[at + size :]
-
-
-POLICIES = ["default", "openai"]
 
 
 @pytest.mark.parametrize("prompt_len", [1, 7, 3000])
@@ -93,9 +90,18 @@ def test_prediction_partly_right(tiny, policy, kind, where):
     ref = reference_greedy(tiny, prompt, N)
     pred = edit(ref, kind, where)
     stats = Stats()
-    out, _ = run(tiny, prompt, PredictionDrafter(pred, PredictionConfig.for_policy(policy)), stats=stats)
+    out, steps = run(tiny, prompt, PredictionDrafter(pred, PredictionConfig.for_policy(policy)), stats=stats)
     assert out == ref
-    assert stats.accepted_prediction_tokens > 0
+    assert len(steps) < N  # the drafts did real work
+    at = {"start": 0, "middle": N // 2, "end": N - 3}[where]  # where the prediction departs from the output
+    pos, after = 0, 0
+    for s in steps:
+        if pos + len(s.verdict.draft) <= at:  # drafted before the edit: the prediction is the output there
+            assert s.verdict.accepted == len(s.verdict.draft)
+        after += sum(1 for i, f in enumerate(s.from_draft) if f and pos + i >= at + 3)
+        pos += len(s.tokens)
+    if policy == "default" and where != "end":  # re-anchors within a few tokens of agreement after the edit
+        assert after > 0
 
 
 def test_prediction_longer_and_shorter_than_output(tiny):

@@ -20,6 +20,7 @@ from conftest import AMX_KIT, load_script
 from quickdraft import models
 from quickdraft.bench.llamacpp_stock import build_has_amx, repack_allowed, stock_llama
 from quickdraft.drafters.draft_model import DraftModelConfig
+from quickdraft.drafters.prediction import POLICIES
 from quickdraft.errors import ModelError, QuickdraftError
 from quickdraft.runners.llamacpp import (LlamaCppConfig, LlamaCppModel, LlamaCppRunner, LlamaCppTokenizer,
                                          batch_invariance)
@@ -185,7 +186,7 @@ def test_plain_decoding_equals_llama_cpp_generate(gen, plain, reference):
         assert res.stats.target_passes == res.stats.completion_tokens + (res.finish_reason == "stop")
 
 
-@pytest.mark.parametrize("policy", ["default", "openai"])
+@pytest.mark.parametrize("policy", POLICIES)
 def test_predictions_right_wrong_and_partly_right_are_exact(gen, plain, policy):
     for prompt, base in zip(PROMPTS, plain):
         text = base.text

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import quickdraft
+from quickdraft.drafters.prediction import POLICIES
 
 pytestmark = pytest.mark.real_model
 
@@ -38,7 +39,7 @@ def test_real_model_drafts_are_exact(gen):
     assert right.stats.target_passes < plain.stats.target_passes // 3
 
     edited = plain.text.replace("def ", "def  ", 1)[: len(plain.text) // 2] + "\nunrelated text here\n"
-    for policy in ("default", "openai"):
+    for policy in POLICIES:
         r = gen.generate(messages, prediction=edited, policy=policy, max_new_tokens=N)
         assert r.token_ids == plain.token_ids
     lookup = gen.generate(messages, drafter="lookup", max_new_tokens=N)

@@ -9,7 +9,7 @@ option before anything is downloaded or loaded:
 dtype (the transformers target's weights and activations):
     "fp32"  float32
     "bf16"  bfloat16: on a CPU with native bf16 (AVX512_BF16 or AMX) a pass is cheaper, and much cheaper for
-            many tokens (docs/runtime.md has the measured costs)
+            many tokens (measured: docs/runtime.md#fp32-against-bf16)
     "auto"  bf16 where the CPU computes bf16 in hardware (AVX512_BF16 or AMX) and the model's bf16 passes
             pass the row-invariance check at load; fp32 elsewhere, and where that check refuses the model
             (the load says so on stderr).
@@ -20,9 +20,20 @@ In either dtype, kernels "auto" packs the Linear layers' weights once for oneDNN
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import QuickdraftError
+
+if TYPE_CHECKING:  # imported where used at run time: making an options object loads no model code before it is checked
+    from .acceptance import Acceptance, Rule
+    from .drafters.base import Drafter
+    from .drafters.build import DrafterName
+    from .drafters.draft_model import DraftModelConfig
+    from .drafters.lookup import LookupConfig
+    from .drafters.ouroboros import OuroborosConfig
+    from .drafters.prediction import Policy
+    from .sampling import SamplingParams
+    from .sizing import Sizing
 
 RUNNERS = ("transformers", "llama.cpp")
 KERNELS = ("auto", "onednn", "torch")
@@ -90,20 +101,22 @@ class DecodeOptions:
     checked by Generator.stream, still before any model work.
     """
 
-    drafter: Any = "auto"  # a name in drafters.build.DRAFTER_NAMES, or a Drafter object
-    policy: str = "default"  # prediction drafting policy: "default" or "openai" (drafters/prediction.py)
+    drafter: DrafterName | Drafter = "auto"  # a name in drafters.build.DRAFTER_NAMES, or a Drafter object
+    policy: Policy = "default"  # prediction drafting policy: "default" or "openai" (drafters/prediction.py)
     max_new_tokens: int = 256
     stop: tuple[str, ...] = ()  # stop strings (a string or a list is taken too)
     chat: bool | None = None  # a string prompt through the chat template (None: messages yes, strings no)
-    lookup: Any = None  # drafters.lookup.LookupConfig (None: its defaults)
-    draft: Any = None  # drafters.draft_model.DraftModelConfig (None: its defaults)
-    sampling: Any = None  # sampling.SamplingParams (None: greedy)
+    # the drafters' settings and the sampling: None is replaced by the defaults when the options are made, so these
+    # fields are never None afterwards
+    lookup: LookupConfig | None = None
+    draft: DraftModelConfig | None = None
+    sampling: SamplingParams | None = None  # None: greedy
     # "exact"; "mentored" (lossy, sampling only, with kl_bound); "typical" or "threshold" (lossy, sampling only,
     # their defaults), or an acceptance.Acceptance with its own settings
-    acceptance: Any = "exact"
+    acceptance: Rule | Acceptance = "exact"
     kl_bound: float | None = None  # nats per token, for acceptance "mentored"
-    draft_sizing: str = "auto"  # "cost", "off" or "auto" (sizing.sizing_for)
-    ouroboros: Any = None  # drafters.ouroboros.OuroborosConfig (None: its defaults)
+    draft_sizing: Sizing = "auto"  # "cost", "off" or "auto" (sizing.sizing_for)
+    ouroboros: OuroborosConfig | None = None
     pool_scope: str = ""  # whose Ouroboros phrase pool (e.g. "user:ID"); "" the model's
     # take the cache of prompt chunks an earlier request computed (runners/hf.HFRunner): never changes the output,
     # only the time; False prefills the whole prompt, for timing a request as if it came first
@@ -160,7 +173,7 @@ class DecodeOptions:
             raise QuickdraftError(f"pool_scope must be a string; got {type(self.pool_scope).__name__}")
 
     @property
-    def rule(self):
+    def rule(self) -> Acceptance:
         """The acceptance rule (acceptance.Acceptance)."""
         from .acceptance import Acceptance
 

@@ -1,12 +1,11 @@
 """How long a draft pays: a cap on draft length from measured pass costs and acceptance rates.
 
-Verifying is not free where a pass costs more with more tokens, and how much more depends on the
-runner and the machine. On llama.cpp on a small CPU a pass of 16 tokens costs 10.8 passes of one
-(docs/llamacpp.md). transformers in float32 is memory-bound at one token and switches matrix kernels
-above it: on this project's AMD machine, qwen2.5-coder-0.5B, a pass of 2 tokens costs 1.94 passes of
-one, 3 tokens 3.05, 4 to 8 tokens 2.4, 16 tokens 3.1, 32 tokens 4.0 (on an earlier Intel machine, 3
-tokens cost 1.3). A long draft that is soon wrong costs more than it saves, and no fixed length suits
-every machine, so the engine caps each draft at the length with the most expected output per second:
+Verifying is not free where a pass costs more with more tokens, and how much more depends on the runner and the
+machine: on llama.cpp a pass costs nearly in proportion to its tokens; transformers is memory-bound at one token
+and switches matrix kernels above it, so its costs rise in steps that differ between CPUs. A long draft that is soon
+wrong costs more than it saves, and no fixed length suits every machine, so the engine measures the costs as it
+runs and caps each draft at the length with the most expected output per second
+(measured: docs/drafters.md#draft-sizing):
 
     t(n)  = seconds for a target pass over n tokens: PassCosts, measured on every pass, per n
     a     = P(next draft token accepted | the ones before it were), per drafter (counted online)
@@ -19,14 +18,15 @@ t(n) for a size not measured yet is interpolated linearly between the nearest me
 extended beyond the largest with the slope of the last two; with fewer than two sizes measured (or
 no acceptance evidence yet) there is no cap.
 
-Worked example, t(n) = 1 + 0.65 (n - 1) (llama.cpp, qwen2.5-coder-0.5b, 2 cores):
+Worked example, t(n) = 1 + 0.65 (n - 1) (costs nearly in proportion to the tokens, as on llama.cpp):
     a = 0.5   E(k)/t: k=0 1.00, k=1 0.91                          -> cap 0 (drafting does not pay)
     a = 0.9   k=0 1.00, k=1 1.15, k=2 1.18, k=3 1.17              -> cap 2
     a = 0.99  k=8 1.39, k=9 1.39, k=16 1.38, k=32 1.29            -> cap 9
 With t(n) = 1 + 0.06 (n - 1) (nearly flat costs) and a = 0.9 the cap is 12; with a = 1 it is the
-budget. With the AMD transformers costs above: a = 0.5, no draft pays (k=3: 1.88 / 2.4 = 0.78);
-a = 0.6, only a longer one, barely (k=3: 0.90, k=7: 2.46 / 2.43 = 1.01); a = 0.9, the cap is 15
-(8.15 / 3.08 = 2.65), and a draft of 2 would lose (2.71 / 3.05 = 0.89) where one of 3 pays (1.42).
+budget. With step-shaped costs, t = 1, 1.94, 3.05 for 1, 2, 3 tokens, then 2.4 up to 8 tokens, 3.1 at 16 and 4.0
+at 32 (a transformers model in float32 whose kernels change above one row): a = 0.5, no draft pays (k=3:
+1.88 / 2.4 = 0.78); a = 0.6, only a longer one, barely (k=3: 0.90, k=7: 2.46 / 2.43 = 1.01); a = 0.9, the cap is
+15 (8.15 / 3.08 = 2.65), and a draft of 2 would lose (2.71 / 3.05 = 0.89) where one of 3 pays (1.42).
 
 The engine asks for the cap of the drafter that proposed last before the next draft (one drafter:
 always the right one), and trims a draft from another drafter of a chain to that drafter's own cap.
@@ -43,8 +43,8 @@ token by token, with those rates in place of a:
 
 (the draft's seconds are spent by then, so they do not count; t(n) past the largest size measured is
 taken as that size's, optimistically, so that a longer pass gets tried and measured: a line through
-the small sizes would rule long drafts out for good, since 3 tokens can cost more than 17 on
-transformers). Under sampling the prefix is chosen causally (causal_length): token i is kept or cut
+the small sizes would rule long drafts out for good, since with step-shaped costs a short pass can cost more than
+a much longer one). Under sampling the prefix is chosen causally (causal_length): token i is kept or cut
 by the rates of tokens 1 .. i alone, since c_(i+1) is the draft model's confidence after drawing token i,
 and a cut that depended on token i would bias which tokens come out (speculative sampling stays lossless
 only if whether a token is verified does not depend on that token). For the same reason it does not read
@@ -54,20 +54,15 @@ drafts (DraftSizer.keeps), and it stops at the first token the trim will cut: th
 the draft-model forwards past that token are not spent. A confident draft keeps its length
 where a rate averaged over the request would cut it, and a doubtful one is not sent. When nothing is
 worth sending, the source also pauses: it is asked for no draft for 1 pass, then 2, 4, ... up to
-`backoff_max` after each further such draft, and back to 1 after a draft worth sending; on prose
-where the draft model is often unsure this saves its forwards too. Side by side with
-qwen2.5-coder-1.5b and its 0.5B draft on this machine (scripts/ab_draft_sizing.py --compare trim, 3
-tasks each, end to end over plain decoding): translation 0.71x before trimming -> 0.92x, qa 0.56x ->
-0.94x, HumanEval 2.67x -> 2.56x (docs/benchmarks.md).
+`backoff_max` after each further such draft, and back to 1 after a draft worth sending; where the draft model is
+often unsure (prose) this saves its forwards too (measured: docs/drafters.md#the-draft-model).
 
 A rated source is also judged by what its passes have actually yielded: output tokens per second over
 its passes, its own drafting seconds included (decayed sums, per request), against one token per t(1).
 Confidences can look worth a pass while the target, sampling, keeps choosing otherwise and the draft
 model's forwards cost time whether or not a draft is sent. A source whose passes yield less than
 one-token passes is skipped for 1, 2, 4 ... up to `backoff_max` passes at a time, drafting again after
-each skip, and on every pass once one pays. Side by side at temperature 1.0 (scripts/ab_draft_sizing.py
---compare yield, 10 tasks each, docs/benchmarks.md): Spec-Bench translation 0.89x -> 0.90x median,
-0.89x -> 0.96x geometric mean, slowest task 0.51x -> 0.81x; HumanEval 2.31x -> 2.28x median.
+each skip, and on every pass once one pays (measured: docs/drafters.md#the-draft-model).
 """
 
 from __future__ import annotations
@@ -75,7 +70,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from itertools import repeat
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Literal, Sequence, get_args
 
 from .core import Draft
 
@@ -317,7 +312,8 @@ def best_count(gains: Sequence[float], seconds: Callable[[int], float], base: fl
 # batch takes the draft tokens of all its rows, best gain first (each row's gains fall along its draft,
 # so each row keeps a prefix), up to the count best_count chooses.
 #
-# Worked example, t(T) = 70 + 5.6 T ms (vLLM bf16, qwen2.5-coder-0.5b, this project's 2-core EPYC):
+# Worked example, t(T) = 70 + 5.6 T ms (a step's fixed cost large against its cost per token, as on vLLM on a CPU;
+# measured: docs/vllm.md#draft-sizing-under-load):
 #   1 row, a = 0.9: g = 0.9, 0.81, ...; best n = 11 (E 7.2 over 137 ms: 52.3/s against 13.2/s plain)
 #   16 rows, one with a = 0.9 and 15 with a = 0.5: G t'/t = 16 * 5.6 / 160 = 0.56 at first, so the 0.5
 #   rows draft nothing and the 0.9 row keeps 5 (0.9^5 = 0.59); 16 rows with a = 0.97 keep 6 each.
@@ -414,17 +410,21 @@ def block_fit(n: int, block: int | None) -> int:
     rows (runners/invariance.FixedRows: bf16 with AMX): all of them, unless the pass (n + 1 rows) spills a quarter
     block or less into a block of its own; then only the tokens that fill the blocks before it.
 
-    Such a pass pays for whole blocks. On the lent Xeon with AMX (qwen2.5-coder-0.5b's shapes, 32-row blocks,
-    docs/runtime.md) a pass of 32 rows took 80.0 ms and one of 65 rows 196.6 ms: about 58 ms a block, for which
-    a spill of r rows buys r tokens at most where a full block buys 32 tokens for 80 ms; at r <= 8 that never
-    pays, even if every token is right. A prediction's longest draft, 64 tokens, is the usual case: 63 verified
-    in 2 blocks instead of 64 in 3. Larger spills are left to the measured-cost cap (DraftSizer)."""
+    Such a pass pays for whole blocks: a spill of r rows costs a block and buys r tokens at most, where a full
+    block buys `block` tokens; at r <= block / 4 that does not pay even if every token is right (measured:
+    docs/runtime.md#fixed-row-blocks). A prediction's longest draft, 64 tokens, is the usual case: with 32-row
+    blocks, 63 verified in 2 blocks instead of 64 in 3. Larger spills are left to the measured-cost cap
+    (DraftSizer).
+
+    Example, block 32: n 64 (65 rows, 1 spilled) -> 63; n 40 (41 rows, 9 spilled) -> 40; n 20 -> 20."""
     if not block or n + 1 <= block or (n + 1) % block == 0 or (n + 1) % block > block // 4:
         return n
     return (n + 1) // block * block - 1
 
 
-SIZING = ("auto", "cost", "off")
+# The draft_sizing names, defined here once (every front end takes them from here)
+Sizing = Literal["auto", "cost", "off"]
+SIZING: tuple[Sizing, ...] = get_args(Sizing)
 
 
 def sizing_for(runner: object, choice: str, drafter: object = None) -> bool:

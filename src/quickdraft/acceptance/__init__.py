@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 
@@ -24,13 +25,15 @@ from .rejection import verify_sampling
 from .relaxed import verify_threshold, verify_typical
 from .tree import verify_tree
 
-RULES = ("exact", "mentored", "typical", "threshold")
-SAMPLED_ONLY = ("mentored", "typical", "threshold")
+# The rule names, defined here once (every front end takes them from here)
+Rule = Literal["exact", "mentored", "typical", "threshold"]
+RULES: tuple[Rule, ...] = get_args(Rule)
+SAMPLED_ONLY: tuple[Rule, ...] = ("mentored", "typical", "threshold")
 
 
 @dataclass(frozen=True)
 class Acceptance:
-    rule: str = "exact"
+    rule: Rule = "exact"
     kl_bound: float = 0.0  # mentored only: per-token bound on KL(target || emitted), in nats
     epsilon: float = 0.09  # typical only: the threshold where the target is flat (Medusa's posterior threshold)
     delta: float = 0.3  # typical only: the factor of exp(-entropy) (Medusa's posterior alpha)
@@ -89,5 +92,5 @@ def verify(draft: Draft, logits: torch.Tensor, sampling: SamplingParams, accepta
     return verify_sampling(draft, probs, generator)
 
 
-__all__ = ["Acceptance", "RULES", "verify", "verify_greedy", "verify_mentored", "verify_sampling", "verify_threshold",
-           "verify_tree", "verify_typical"]
+__all__ = ["Acceptance", "RULES", "Rule", "SAMPLED_ONLY", "verify", "verify_greedy", "verify_mentored", "verify_sampling",
+           "verify_threshold", "verify_tree", "verify_typical"]

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Sequence
 
 from ..core import Stats
-from ..drafters.prediction import PredictionConfig, PredictionDrafter
+from ..drafters.prediction import POLICIES as PREDICTION_POLICIES, PredictionConfig, PredictionDrafter
 from ..engine import Limits, generate
 from ..runners.scripted import ScriptedRunner
 
-POLICIES = ("openai", "default")
+POLICIES = ("openai", *(p for p in PREDICTION_POLICIES if p != "openai"))  # every policy, the service's own first
 EOS, PROMPT = 0, (1,)
 WRONG = 1_000  # ids from here on never appear in a script (n < WRONG): wrong prediction / inserted material
 

@@ -11,23 +11,27 @@ need a second model (draft-model, ouroboros) are built by the Generator, which o
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Literal, Sequence, get_args
 
 from ..errors import QuickdraftError
 from .base import Drafter, FirstOf, NoDrafter
 from .lookup import LookupConfig, PromptLookupDrafter
 from .prediction import PredictionConfig, PredictionDrafter
 
-DRAFTER_NAMES = ("auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none")
-NEEDS_DRAFT_MODEL = ("draft-model", "ouroboros")
-TOKEN_DRAFTERS = ("auto", "prediction", "lookup", "prediction+lookup", "none")  # what build_drafter builds
+# The drafter names, defined here once: the API, the CLI, the server's schema, the bench and the vLLM plugin take
+# them from here (DrafterName for type hints and pydantic, DRAFTER_NAMES for choices and messages).
+DrafterName = Literal["auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none"]
+DRAFTER_NAMES: tuple[DrafterName, ...] = get_args(DrafterName)
+NEEDS_DRAFT_MODEL: tuple[DrafterName, ...] = ("draft-model", "ouroboros")
+NEEDS_PREDICTION: tuple[DrafterName, ...] = ("prediction", "prediction+lookup")
+TOKEN_DRAFTERS = tuple(n for n in DRAFTER_NAMES if n not in NEEDS_DRAFT_MODEL)  # what build_drafter builds (and vLLM)
 
 
 def check_drafter(drafter: str, has_prediction: bool, has_draft_model: bool) -> None:
     """Refuse a drafter name that cannot serve this request, before any work (the messages callers see)."""
     if drafter not in DRAFTER_NAMES:
         raise QuickdraftError(f"drafter must be one of {', '.join(DRAFTER_NAMES)}; got {drafter!r}")
-    if drafter in ("prediction", "prediction+lookup") and not has_prediction:
+    if drafter in NEEDS_PREDICTION and not has_prediction:
         raise QuickdraftError(f"drafter {drafter!r} needs a prediction")
     if drafter in ("lookup", *NEEDS_DRAFT_MODEL, "none") and has_prediction:
         raise QuickdraftError(f"a prediction was given but drafter {drafter!r} would ignore it; use 'auto' or 'prediction'")
@@ -37,8 +41,9 @@ def check_drafter(drafter: str, has_prediction: bool, has_draft_model: bool) -> 
 
 
 def resolve_auto(drafter: str, has_prediction: bool, has_draft_model: bool) -> str:
-    """"auto": the prediction when there is one, else the draft model if loaded, else prompt lookup.
-    Measured: lookup in the gaps of a prediction did not pay (docs/benchmarks.md)."""
+    """"auto": the prediction when there is one, else the draft model if loaded, else prompt lookup. Lookup in the
+    gaps of a prediction is "prediction+lookup", asked for by name: it did not pay on every workload (measured:
+    docs/benchmarks.md#every-workload-qwen25-coder-05b)."""
     if drafter != "auto":
         return drafter
     return "prediction" if has_prediction else "draft-model" if has_draft_model else "lookup"
@@ -61,7 +66,7 @@ def build_drafter(drafter: str, prediction_ids: Sequence[int] | None, policy: st
         raise QuickdraftError(f"lookup must be a LookupConfig; got {type(lookup).__name__}")
     config = PredictionConfig.for_policy(policy)  # validates the policy name
     parts: list[Drafter] = []
-    if drafter in ("prediction", "prediction+lookup"):
+    if drafter in NEEDS_PREDICTION:
         parts.append(PredictionDrafter(list(prediction_ids), config))
     if drafter in ("lookup", "prediction+lookup"):
         parts.append(PromptLookupDrafter(lookup))

@@ -43,19 +43,23 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal, Sequence, get_args
 
 from ..core import EMPTY_DRAFT, Draft, Verdict
 from ..errors import QuickdraftError
+from .base import Drafter
 
+# The policy names, defined here once (every front end takes them from here)
 Policy = Literal["default", "openai"]
+POLICIES: tuple[Policy, ...] = get_args(Policy)
 
 
 @dataclass(frozen=True)
 class PredictionConfig:
     policy: Policy = "default"
     initial_draft: int = 16  # draft length before any output exists
-    min_draft: int = 8  # after a miss: passes of up to ~9 tokens cost little more than one (docs/predicted-outputs.md)
+    # after a miss: a pass of a few tokens costs little more than one (measured: docs/predicted-outputs.md#policies)
+    min_draft: int = 8
     max_draft: int = 64
     recovery_threshold: int = 1  # tokens of agreement needed to re-anchor after a departure
     strong_ngram: int = 4  # n-gram length of the far (any distance) candidate index
@@ -63,8 +67,8 @@ class PredictionConfig:
     max_match: int = 64  # cap on backward match length when scoring candidates
 
     def __post_init__(self) -> None:
-        if self.policy not in ("default", "openai"):
-            raise QuickdraftError(f"prediction policy must be 'default' or 'openai'; got {self.policy!r}")
+        if self.policy not in POLICIES:
+            raise QuickdraftError(f"prediction policy must be {' or '.join(map(repr, POLICIES))}; got {self.policy!r}")
         if not 1 <= self.min_draft <= self.max_draft:
             raise QuickdraftError(f"draft lengths must satisfy 1 <= min_draft <= max_draft; got {self.min_draft}, {self.max_draft}")
         if self.recovery_threshold < 1 or self.strong_ngram < 1 or self.window < 0:
@@ -77,7 +81,7 @@ class PredictionConfig:
         return cls(policy=policy)
 
 
-class PredictionDrafter:
+class PredictionDrafter(Drafter):
     def __init__(self, prediction: Sequence[int], config: PredictionConfig = PredictionConfig()):
         self.prediction = list(prediction)
         self.config = config
