@@ -276,3 +276,22 @@ def check_invariants(stats, steps, out) -> None:
     by = stats.by_source
     assert sum(a for a, _ in by.values()) == stats.accepted_prediction_tokens
     assert sum(r for _, r in by.values()) == stats.rejected_prediction_tokens
+
+
+SCRIPT_VOCAB, SCRIPT_EOS = 300, 0  # run_scripted's target: tokens below 200 in scripts, 200 and up edit material
+SCRIPT_PROMPT = (299,)  # in no script: the scripted target ignores the prompt, prompt lookup finds nothing in it
+
+
+def run_scripted(script, prediction, policy="default", max_new_tokens=1000, drafter=None):
+    """The engine on a ScriptedRunner whose greedy output is `script` then EOS, drafting from `prediction` with
+    `policy` (or with `drafter`): (Stats, the Steps, the output tokens)."""
+    from quickdraft.core import Stats
+    from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
+    from quickdraft.engine import Limits, generate
+    from quickdraft.runners.scripted import ScriptedRunner
+
+    stats = Stats()
+    drafter = drafter or PredictionDrafter(prediction, PredictionConfig.for_policy(policy))
+    runner = ScriptedRunner(script, SCRIPT_VOCAB, SCRIPT_EOS)
+    steps = list(generate(runner, SCRIPT_PROMPT, Limits(max_new_tokens, frozenset({SCRIPT_EOS})), drafter, None, stats))
+    return stats, steps, [t for s in steps for t in s.tokens]

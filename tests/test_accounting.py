@@ -20,29 +20,18 @@ import random
 
 import pytest
 
-from conftest import check_invariants
+from conftest import check_invariants, run_scripted
 
 from quickdraft.api import Generator
 from quickdraft.core import Stats
 from quickdraft.drafters.base import FirstOf
 from quickdraft.drafters.lookup import PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
-from quickdraft.engine import Limits, generate
 from quickdraft.runners.scripted import ScriptedRunner
 from quickdraft.tokenizer import ByteTokenizer
 
-VOCAB, EOS = 300, 0
-PROMPT = [299]  # the scripted target ignores the prompt
 S58 = list(range(1, 59))
 X = 200  # tokens >= 200 never appear in a script: edit material
-
-
-def run(script, prediction, policy="default", max_new_tokens=200, drafter=None):
-    stats = Stats()
-    drafter = drafter or PredictionDrafter(prediction, PredictionConfig.for_policy(policy))
-    steps = list(generate(ScriptedRunner(script, VOCAB, EOS), PROMPT, Limits(max_new_tokens, frozenset({EOS})), drafter, None, stats))
-    out = [t for s in steps for t in s.tokens]
-    return stats, steps, out
 
 
 def counts(stats: Stats) -> tuple[int, int, int, int]:
@@ -72,7 +61,7 @@ def test_right_prediction_openai_matches_published_shape():
     # pass 1: P[0:16]  d16 a16 +17 | pass 2: P[17:33] d16 a16 +34 | pass 3: P[34:50] d16 a16 +51
     # pass 4: P[51:58] d7 a7, bonus = EOS (the script is over).
     # accepted 16*3 + 7 = 55; generated = the 3 bonus tokens 17, 34, 51; rejected 0: OpenAI's numbers.
-    stats, steps, out = run(S58, S58, "openai")
+    stats, steps, out = run_scripted(S58, S58, "openai")
     assert out == S58
     assert drafts(steps) == [16, 16, 16, 7]
     assert counts(stats) == (55, 0, 4, 58)
@@ -85,7 +74,7 @@ def test_right_prediction_openai_matches_published_shape():
 def test_right_prediction_default():
     # pass 1: d16 a16 +17 (run 16 -> 33) | pass 2: P[17:50] d33 a33 +51 (run -> 67)
     # pass 3: min(64, 67) asked, P[51:58] has 7: d7 a7 + EOS. accepted 56, 2 bonus tokens, 3 passes.
-    stats, steps, out = run(S58, S58, "default")
+    stats, steps, out = run_scripted(S58, S58, "default")
     assert out == S58
     assert drafts(steps) == [16, 33, 7]
     assert counts(stats) == (56, 0, 3, 58)
@@ -95,7 +84,7 @@ def test_right_prediction_default():
 def test_right_prediction_cut_by_max_tokens():
     # openai with max_new_tokens 58: the budget of pass 4 is 58 - 51 - 1 = 6, so it drafts s[51:57]
     # (6, all accepted) and its bonus 58 is the 58th token: finish "length", accepted 54, not 55.
-    stats, steps, out = run(S58, S58, "openai", max_new_tokens=58)
+    stats, steps, out = run_scripted(S58, S58, "openai", max_new_tokens=58)
     assert out == S58
     assert drafts(steps) == [16, 16, 16, 6]
     assert counts(stats) == (54, 0, 4, 58)
@@ -170,7 +159,7 @@ EDIT_CASES = {
 @pytest.mark.parametrize("policy,kind,at", list(EDIT_CASES))
 def test_one_token_edit(policy, kind, at):
     accepted, rejected, passes, completion, draft_lengths = EDIT_CASES[policy, kind, at]
-    stats, steps, out = run(S58, edited(S58, kind, at), policy)
+    stats, steps, out = run_scripted(S58, edited(S58, kind, at), policy)
     assert out == S58
     assert drafts(steps) == draft_lengths
     assert counts(stats) == (accepted, rejected, passes, completion)
@@ -194,7 +183,7 @@ def test_one_token_edit(policy, kind, at):
 )
 def test_prediction_longer_than_output(policy, expected, draft_lengths):
     script = list(range(1, 31))
-    stats, steps, out = run(script, S58, policy)
+    stats, steps, out = run_scripted(script, S58, policy)
     assert out == script
     assert drafts(steps) == draft_lengths
     assert counts(stats) == expected
@@ -210,7 +199,7 @@ def test_unrelated_prediction(policy):
     # P = 200..257 shares no token with the output: no candidate ever exists to re-anchor.
     # pass 1: d16 (initial draft, both policies) a0 r16 +1; passes 2..58 plain (+2 .. +58);
     # pass 59 plain, EOS. passes = completion tokens + 1 (the EOS pass), rejected = the first draft.
-    stats, steps, out = run(S58, list(range(200, 258)), policy)
+    stats, steps, out = run_scripted(S58, list(range(200, 258)), policy)
     assert out == S58
     assert drafts(steps) == [16] + [0] * 58
     assert counts(stats) == (0, 16, 59, 58)
@@ -242,7 +231,7 @@ def test_openai_mismatch_costs_at_most_16_and_waits_for_32():
     # accepted 48 + 9 + 16 + 6 = 79, rejected 7, 42 passes.
     script = list(range(1, 121))
     prediction = edited(script, "replace", 60, size=5)
-    stats, steps, out = run(script, prediction, "openai")
+    stats, steps, out = run_scripted(script, prediction, "openai")
     assert out == script
     assert counts(stats) == (79, 7, 42, 120)
     assert drafts(steps) == [16, 16, 16, 16] + [0] * 36 + [16, 6]
@@ -291,7 +280,7 @@ FEW_EDITS = {
 @pytest.mark.parametrize("kind,at,size", list(FEW_EDITS))
 def test_openai_few_tokens_changed(kind, at, size):
     accepted, rejected, passes = FEW_EDITS[kind, at, size]
-    stats, steps, out = run(S58, edited(S58, kind, at, size), "openai")
+    stats, steps, out = run_scripted(S58, edited(S58, kind, at, size), "openai")
     assert out == S58
     assert counts(stats) == (accepted, rejected, passes, 58)
     # vs published 21 accepted / 11 rejected: equal for a >= 4-token replacement/deletion at token 23;
@@ -328,7 +317,7 @@ def test_invariants_random(seed):
             PredictionDrafter(prediction, PredictionConfig.for_policy(policy)),
             FirstOf([PredictionDrafter(prediction, PredictionConfig.for_policy(policy)), PromptLookupDrafter()]),
         ):
-            stats, steps, out = run(script, prediction, max_new_tokens=max_new, drafter=drafter)
+            stats, steps, out = run_scripted(script, prediction, max_new_tokens=max_new, drafter=drafter)
             assert out == expected
             check_invariants(stats, steps, out)
             assert steps[-1].finish_reason == ("length" if len(script) >= max_new else "stop")

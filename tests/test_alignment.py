@@ -10,26 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import check_invariants
+from conftest import check_invariants, run_scripted
 
-from quickdraft.core import Stats
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
-from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
-from quickdraft.engine import Limits, generate
-from quickdraft.runners.scripted import ScriptedRunner
+from quickdraft.drafters.prediction import POLICIES as PREDICTION_POLICIES
 
-VOCAB, EOS = 300, 0
-PROMPT = [7]
-POLICIES = st.sampled_from(["default", "openai"])
+POLICIES = st.sampled_from(list(PREDICTION_POLICIES))
 FAST = settings(max_examples=200, deadline=None)
-
-
-def run(script, prediction, policy, max_new_tokens=1000):
-    stats = Stats()
-    drafter = PredictionDrafter(prediction, PredictionConfig.for_policy(policy))
-    runner = ScriptedRunner(script, VOCAB, EOS)
-    steps = list(generate(runner, PROMPT, Limits(max_new_tokens, frozenset({EOS})), drafter, None, stats))
-    return stats, steps, [t for s in steps for t in s.tokens]
 
 
 @st.composite
@@ -70,7 +57,7 @@ def script_and_prediction(draw):
 @given(case=script_and_prediction(), policy=POLICIES, max_new=st.integers(1, 100))
 def test_output_is_the_script_for_any_prediction(case, policy, max_new):
     script, prediction = case
-    stats, steps, out = run(script, prediction, policy, max_new)
+    stats, steps, out = run_scripted(script, prediction, policy, max_new)
     assert out == script[:max_new]
     check_invariants(stats, steps, out)
     assert steps[-1].finish_reason == ("length" if len(script) >= max_new else "stop")
@@ -90,7 +77,7 @@ def test_right_prediction_rejects_nothing(body, policy):
     # The script ends with a token seen nowhere else (9): once the output has used up the prediction
     # no earlier place in it can look like a re-entry. (See also the regression tests below.)
     script = body + [9]
-    stats, steps, out = run(script, script, policy)
+    stats, steps, out = run_scripted(script, script, policy)
     assert out == script
     assert stats.rejected_prediction_tokens == 0
     check_invariants(stats, steps, out)
@@ -125,7 +112,7 @@ def test_right_prediction_rejects_nothing(body, policy):
     ],
 )
 def test_right_prediction_with_a_repeated_tail_rejects_nothing(policy, script):
-    stats, steps, out = run(script, script, policy)
+    stats, steps, out = run_scripted(script, script, policy)
     assert out == script
     assert stats.rejected_prediction_tokens == 0
 
@@ -137,7 +124,7 @@ def test_one_replaced_token_in_a_repeated_run_costs_one_draft(policy, limit):
     # tokens, default 2500, for a 100-token output.
     script = [1] * 100
     prediction = [1] * 50 + [2] + [1] * 50
-    stats, steps, out = run(script, prediction, policy)
+    stats, steps, out = run_scripted(script, prediction, policy)
     assert out == script
     assert stats.rejected_prediction_tokens <= limit
 
@@ -158,7 +145,7 @@ def test_default_reanchors_after_an_edit(length, size, kind, data):
         prediction = script[:at] + script[at + size :]
     else:
         prediction = script[:at] + junk + script[at + size :]
-    stats, steps, out = run(script, prediction, "default")
+    stats, steps, out = run_scripted(script, prediction, "default")
     assert out == script
     check_invariants(stats, steps, out)
     # The output departs from P at output index `at`; only the pass that emits it may reject
@@ -209,7 +196,7 @@ def draft_is_justified(done, draft, prediction, threshold=32):
 @given(case=script_and_prediction(), max_new=st.integers(1, 100))
 def test_openai_drafts_at_most_16_and_only_after_32_matching(case, max_new):
     script, prediction = case
-    stats, steps, out = run(script, prediction, "openai", max_new)
+    stats, steps, out = run_scripted(script, prediction, "openai", max_new)
     assert out == script[:max_new]
     check_invariants(stats, steps, out)
     done: list[int] = []
@@ -229,7 +216,7 @@ def test_openai_drafts_at_most_16_and_only_after_32_matching(case, max_new):
 )
 def test_openai_rejects_at_most_16_per_departure(script, edits):
     prediction = edits.draw(edited(script, max_edits=3))
-    stats, steps, out = run(script, prediction, "openai")
+    stats, steps, out = run_scripted(script, prediction, "openai")
     assert out == script
     # a departure: a pass that kept fewer draft tokens than it drafted (an accepted EOS in the
     # prediction is not output either, so it counts as rejected)

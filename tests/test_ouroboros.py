@@ -15,6 +15,7 @@ from quickdraft.drafters.phrase_pool import PhrasePool
 from quickdraft.drafters.ouroboros import OuroborosConfig, OuroborosDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.errors import QuickdraftError
+from quickdraft.runners.base import Runner
 from quickdraft.runners.hf import HFRunner
 from quickdraft.runners.scripted import ScriptedRunner
 from quickdraft.sampling import SamplingParams, probs_from_logits
@@ -32,7 +33,7 @@ CONFIGS = {
 }
 
 
-class Linear:
+class Linear(Runner):
     """A runner without trees (like llama.cpp): the drafter must fall back to linear drafts."""
 
     def __init__(self, runner):
