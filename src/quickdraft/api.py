@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Iterator, Literal, Sequence, Union
+from typing import Any, Iterator, Sequence, Union
 
 from .acceptance import Acceptance
 from .core import Stats
@@ -23,7 +23,7 @@ from .drafters.ouroboros import OuroborosConfig, OuroborosDrafter
 from .engine import Limits, check_prompt, generate as engine_generate
 from .errors import QuickdraftError
 from .options import DecodeOptions
-from .runners.base import Runner, supports_trees
+from .runners.base import Runner
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, sizing_for
 from .stopping import StopStrings
@@ -32,7 +32,6 @@ from .tokenizer import Tokenizer
 
 Message = dict[str, Any]
 Prompt = Union[str, Sequence[Message]]
-DrafterName = Literal["auto", "prediction", "lookup", "prediction+lookup", "draft-model", "ouroboros", "none"]
 DECODE_FIELDS = frozenset(f.name for f in fields(DecodeOptions))
 
 
@@ -146,7 +145,7 @@ class Generator:
             return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, options.sampling, options.draft)
         if drafter == "ouroboros":
             return OuroborosDrafter(self.draft_runner, self.phrase_pool(options.ouroboros, options.pool_scope),
-                                    options.ouroboros, trees_on_target=supports_trees(self.runner), costs=self.pass_costs)
+                                    options.ouroboros, trees_on_target=self.runner.supports_trees, costs=self.pass_costs)
         ids = None if pred_text is None else self.tokenizer.encode(pred_text, add_special_tokens=False)
         return build_drafter(drafter, ids, options.policy, options.lookup)
 
@@ -184,7 +183,7 @@ class Generator:
         ids = self.encode_prompt(prompt, o.chat)
         d = self.make_drafter(o, prediction)
         sizer = DraftSizer(costs=self.pass_costs) if sizing_for(self.runner, o.draft_sizing, d) else None
-        stop_strings = StopStrings(o.stop, self.tokenizer.decode, _local(self.tokenizer))
+        stop_strings = StopStrings(o.stop, self.tokenizer.decode, self.tokenizer.decodes_locally)
         return Stream(self, ids, limits, d, stop_strings, o.sampling, o.rule, sizer, o.prefix_reuse)
 
     def generate(self, prompt: Prompt, options: DecodeOptions | None = None, *, prediction: Any = None,
@@ -221,14 +220,14 @@ class Stream:
                  prefix_reuse: bool = True):
         self.gen, self.prompt_ids, self.limits, self.drafter, self.stops = gen, prompt_ids, limits, drafter, stops
         self.sampling, self.acceptance, self.sizer, self.prefix_reuse = sampling, acceptance, sizer, prefix_reuse
-        self.stats = Stats(row_invariant=getattr(gen.runner, "row_invariant", None))
+        self.stats = Stats(row_invariant=gen.runner.row_invariant)
         self.result: Result | None = None
 
     def __iter__(self) -> Iterator[Chunk]:
         # prefix_reuse False: this request's runners take nothing kept from earlier requests (they still keep what
         # they have, and this one's chunks, for later ones); one generation runs at a time on a Generator
         paused = [] if self.prefix_reuse else [r for r in (self.gen.runner, self.gen.draft_runner)
-                                               if getattr(r, "take_prefix", False)]
+                                               if r is not None and r.take_prefix]
         for runner in paused:
             runner.take_prefix = False
         try:
@@ -239,7 +238,7 @@ class Stream:
 
     def _chunks(self) -> Iterator[Chunk]:
         decode = self.gen.tokenizer.decode
-        text = IncrementalText(decode, _local(self.gen.tokenizer))  # the output's text, a step at a time (text.py)
+        text = IncrementalText(decode, self.gen.tokenizer.decodes_locally)  # the output's text, a step at a time (text.py)
         origins = Origins()
         out, flags = text.tokens, []
         released = 0
@@ -270,8 +269,3 @@ class Stream:
         if step is not None and step.finish_reason:
             yield Chunk(final[released:], step.tokens, step.from_draft, finish, len(step.verdict.draft),
                         origins.split(released, final[released:]))
-
-
-def _local(tokenizer: Tokenizer) -> bool:
-    """Whether its text can be decoded a step at a time (Tokenizer.decodes_locally; True if it does not say)."""
-    return getattr(tokenizer, "decodes_locally", True)

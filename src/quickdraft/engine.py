@@ -24,7 +24,7 @@ from .acceptance import Acceptance, verify
 from .core import EMPTY_DRAFT, Stats, Step
 from .drafters.base import Drafter, NoDrafter
 from .errors import QuickdraftError
-from .runners.base import Runner, supports_trees
+from .runners.base import Runner
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, block_fit
 
@@ -90,14 +90,14 @@ def generate(
     runner.reset()
     stats.cached_tokens = runner.prefill(prompt[:-1]) or 0  # rows taken from an earlier sequence's cache (prefix reuse)
     drafter.begin(prompt)
-    if hasattr(drafter, "keep"):  # sampled drafts are trimmed causally: the drafter can stop where the trim cuts
-        drafter.keep = sizer.keeps if sizer is not None and not sampling.greedy else None
+    # sampled drafts are trimmed causally: a drafter that rates its tokens can stop where the trim will cut (Drafter.keep)
+    drafter.keep = sizer.keeps if sizer is not None and not sampling.greedy else None
     stats.prefill_s = clock() - t0
 
     context = list(prompt)
     out: list[int] = []
     source = ""  # the drafter that proposed last
-    row_block = getattr(runner, "row_block", None)  # rows per product where passes run in fixed blocks
+    row_block = runner.row_block  # rows per product where passes run in fixed blocks (Runner.row_block)
     while True:
         t_step = clock()
         # A pass emits at most len(draft) + 1 tokens: never draft past the limits.
@@ -119,7 +119,7 @@ def generate(
         if draft.parents is None:
             logits = runner.forward([context[-1], *draft.tokens])  # [len(draft) + 1, vocab_size]
         else:  # a tree (trees.py): every branch in one pass
-            if not supports_trees(runner):
+            if not runner.supports_trees:
                 raise QuickdraftError(f"{type(runner).__name__} cannot verify tree drafts; use a drafter without trees")
             logits = runner.forward_tree([context[-1], *draft.tokens], draft.parents)
         t_verified = clock()

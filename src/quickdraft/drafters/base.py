@@ -7,20 +7,25 @@ incrementally.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from ..core import EMPTY_DRAFT, Draft, Verdict
 
 
 class Drafter(Protocol):
-    """Optional attribute, read with a default by sizes_itself() (a drafter need not define it):
+    """What the engine asks of a drafter. The two attributes are declared with their defaults, which a drafter that
+    subclasses Drafter inherits (every drafter here does):
 
-    sizes_itself: bool   True for a drafter with its own draft-length rule, measured without the cost
-                         cap (Ouroboros): draft_sizing "auto" leaves its drafts uncapped (sizing.sizing_for)
-    keep: Callable | None    where a drafter has it (the draft model), the engine sets it under sampling when
-                             a sizer trims the drafts: keep(rates) says whether the trim keeps a draft's last
-                             token given its rates so far (sizing.DraftSizer.keeps), to stop drafting there
+    sizes_itself   True for a drafter with its own draft-length rule, tuned without the cost cap (Ouroboros):
+                   draft_sizing "auto" leaves its drafts uncapped (sizing.sizing_for)
+    keep           set by the engine at the start of every request: under sampling with a sizer that trims drafts,
+                   the sizer's rule keep(rates) (sizing.DraftSizer.keeps: whether the trim keeps a draft's last
+                   token given its rates so far), else None. A drafter that rates its tokens as it drafts (the draft
+                   model) stops drafting where it says no; the others ignore it
     """
+
+    sizes_itself: bool = False
+    keep: Callable[[Sequence[float]], bool] | None = None
 
     def begin(self, prompt: Sequence[int]) -> None:
         """Start a request whose context begins with `prompt`."""
@@ -36,11 +41,12 @@ class Drafter(Protocol):
 
 
 def sizes_itself(drafter: object) -> bool:
-    """The Drafter protocol's optional `sizes_itself` (False where a drafter does not say)."""
+    """Drafter.sizes_itself, read with its default: a Drafter object a caller passes (DecodeOptions.drafter) need only
+    have begin, propose and observe."""
     return bool(getattr(drafter, "sizes_itself", False))
 
 
-class NoDrafter:
+class NoDrafter(Drafter):
     """Plain decoding: one token per target pass."""
 
     def begin(self, prompt: Sequence[int]) -> None:
@@ -53,7 +59,7 @@ class NoDrafter:
         pass
 
 
-class FirstOf:
+class FirstOf(Drafter):
     """Asks each drafter in turn and takes the first non-empty draft (e.g. prediction, then lookup).
 
     Every drafter observes every verdict, so each keeps its own place whichever one proposed.

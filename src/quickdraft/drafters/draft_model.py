@@ -17,17 +17,14 @@ what speculative sampling needs to stay lossless. Under greedy decoding it draft
 
 Draft length. A fixed `k`, or adaptive (the default): start at `initial`; after a draft the target
 accepted entirely, k += 2; after one it cut short, k -= 1; within [min_length, max_length]. This is
-the rule transformers uses for assisted generation; starting at 16 (measured on HumanEval with
-qwen2.5-coder-0.5b in int8 drafting for the 1.5B: 15.5 s of decoding for 128 tokens against 19.2 s
-starting at 8 and 17.1 s for a fixed 20, since a verify pass costs 25-40 int8 draft tokens there).
+the rule transformers uses for assisted generation; it starts at 16 because a verify pass costs many draft-model
+tokens, so a long first draft is cheap next to the pass it saves (measured: docs/drafters.md#the-draft-model).
 Drafting also stops early, whatever k is, when the draft model's probability of its own choice
 falls below `min_confidence`, or the product of those probabilities over the draft so far (its own
-odds that the whole draft is right) below `min_joint`: on a CPU each verified token costs real time
-(qwen2.5-coder-1.5b on 2 cores: a pass of 2 tokens costs 2.1 passes of one, 8 tokens 2.5), so tokens
-the draft model itself doubts are not worth sending. These probabilities are well calibrated for
-qwen2.5-coder-0.5b drafting for the 1.5B (greedy, 1,000 draft tokens over Spec-Bench and HumanEval:
-0.3-0.4 -> 41 % accepted, 0.5-0.6 -> 60 %, 0.8-0.9 -> 82 %, 0.9-1.0 -> 98 %;
-scripts/draft_model_replay.py), so each draft carries them (Draft.confidence), their miss rates
+odds that the whole draft is right) below `min_joint`: on a CPU each verified token costs real time,
+so tokens the draft model itself doubts are not worth sending. These probabilities are well calibrated
+(a token the draft model gives 0.5-0.6 is accepted about as often; measured with scripts/draft_model_replay.py:
+docs/drafters.md#the-draft-model), so each draft carries them (Draft.confidence), their miss rates
 scaled by the request's own misses (`calibrated`: on code the draft model is right more often than
 it says), and the engine's sizer sends only the prefix worth a pass (sizing.py). The rules depend
 only on the draft model's own state, so they change speed, never the output (exact under greedy,
@@ -47,6 +44,7 @@ from ..core import EMPTY_DRAFT, Draft, Verdict
 from ..errors import QuickdraftError, UnsupportedModelError
 from ..runners.base import Runner
 from ..sampling import SamplingParams, probs_from_logits, sample
+from .base import Drafter
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,7 @@ class DraftModelConfig:
             raise QuickdraftError(f"min_joint must be in [0, 1); got {self.min_joint!r}")
 
 
-class DraftModelDrafter:
+class DraftModelDrafter(Drafter):
 
     def __init__(
         self,

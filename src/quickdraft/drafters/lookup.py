@@ -8,14 +8,10 @@ O(context): a 50,000-token prompt is indexed once and looked up in constant time
 Draft length. A match of at least `min_ngram` tokens drafts `num_tokens` (a match of a single token,
 where min_ngram is 1, drafts `single_match_tokens`); the engine's cost-aware cap (sizing.py) then
 trims drafts to what pays on the machine. The defaults (3-grams only, 24 tokens) come from replaying
-the drafter on plain decoding's outputs of the benchmark (qwen2.5-coder-0.5b, 5 questions per Spec-Bench
-category and HumanEval, `scripts/draft_replay.py`) against the pass costs of two machines. On this
-project's AMD machine, where a pass of 2 or 3 tokens costs 1.9 and 3.1 single-token passes, drafting
-after 1- and 2-token matches (the earlier default: 24 tokens after 2+, 2 after 1) made prose categories
-0.6-0.9x as fast as plain decoding; 3-gram matches are rarely wrong there and keep the long copies of
-summaries and code (modelled decode speedup with the cap: translation 0.95x, qa 1.00x, math 0.96x,
-rag 0.97x, mt_bench 1.18x, summarization 2.96x, HumanEval 3.35x; the earlier default with the cap
-0.80, 0.75, 0.90, 0.77, 0.91, 2.38, 2.78x).
+the drafter on plain decoding's outputs of the benchmark (`scripts/draft_replay.py`): where a pass of a few
+tokens costs several one-token passes, drafts after 1- and 2-token matches are wrong often enough on prose to
+make it slower than plain decoding, while 3-gram matches are rarely wrong and still keep the long copies of
+summaries and code (measured: docs/drafters.md#prompt-lookup).
 
 Example (max_ngram 2, num_tokens 3): context [1, 2, 3, 4, 1, 2] ends with (1, 2), which first
 ended at index 2; the draft is context[2:5] = (3, 4, 1).
@@ -28,6 +24,7 @@ from typing import Sequence
 
 from ..core import EMPTY_DRAFT, Draft, Verdict
 from ..errors import QuickdraftError
+from .base import Drafter
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,7 @@ class LookupConfig:
                                   f"got {self.num_tokens}, {self.single_match_tokens}")
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     def __init__(self, config: LookupConfig = LookupConfig()):
         self.config = config
         self._index: dict[tuple[int, ...], int] = {}  # n-gram -> end of its first/latest occurrence

@@ -28,8 +28,8 @@ exact under greedy decoding and lossless under sampling (acceptance/rejection.py
 Draft-model and pool choices change speed only, never what the target emits.
 
 When lengthening pays. Branch tokens count only if the whole trunk is accepted, and on a GPU a pass
-of 40 tokens costs about what one of 25 does, but on a CPU it does not (qwen2.5-coder-1.5b on 2 cores:
-25 tokens 0.86 s, 33 tokens 1.04 s; scripts/kernel_costs.py). So the drafter lengthens a draft only
+of 40 tokens costs about what one of 25 does, but on a CPU it costs clearly more (measured with
+scripts/kernel_costs.py: docs/ouroboros.md#what-it-does). So the drafter lengthens a draft only
 when its expected output per second of target time is higher with the branches than without:
 
     c_i   = the draft model's probability of trunk token i, calibrated by its misses in this request
@@ -40,9 +40,9 @@ when its expected output per second of target time is higher with the branches t
     lengthen  iff  (E + P Y) / t(n + b + 1)  >  E / t(n + 1)
 
 with t the Generator's measured pass costs (sizing.PassCosts) for the trunk's n tokens and the tree's
-n + b. With no costs measured yet it lengthens, as the paper does. Worked example with the CPU costs
-above, n = 24, b = 8, E = 17, P = 0.5, Y = 5: (17 + 2.5) / 1.04 = 18.8 < 17 / 0.86 = 19.8, no
-branches; where t(33) = 1.02 t(25), as on a GPU, it lengthens (19.5 / 1.02 = 19.1 > 17, in units of t(25)).
+n + b. With no costs measured yet it lengthens, as the paper does. Worked example, n = 24, b = 8, E = 17,
+P = 0.5, Y = 5, with t(33) = 1.21 t(25) (a CPU): (17 + 2.5) / 1.21 = 16.1 < 17, no branches; where
+t(33) = 1.02 t(25), as on a GPU, it lengthens (19.5 / 1.02 = 19.1 > 17, in units of t(25)).
 
 Example of one draft forward (draft_phrases 2, window 0): cached context ... 7, newest token 5; pool
 phrases after 5: (5, 6, 1), (5, 9, 9). The forward feeds [5, 6, 1, 9, 9] with parents (-1, 0, -1, 2)
@@ -61,9 +61,10 @@ from .. import trees
 from ..acceptance.tree import verify_tree
 from ..core import EMPTY_DRAFT, Draft, Verdict
 from ..errors import QuickdraftError
-from ..runners.base import Runner, supports_trees
+from ..runners.base import Runner
 from ..sampling import SamplingParams
 from ..sizing import PassCosts
+from .base import Drafter
 from .draft_model import calibrate, note_misses, realign
 from .phrase_pool import PhrasePool, PoolConfig, harvest
 
@@ -99,7 +100,7 @@ class OuroborosConfig:
         return PoolConfig(max_phrases=self.pool_size, phrase_length=self.phrase_length)
 
 
-class OuroborosDrafter:
+class OuroborosDrafter(Drafter):
     sizes_itself = True  # its own draft-length rule; draft_sizing "auto" leaves it uncapped on transformers (sizing.py)
 
     def __init__(self, runner: Runner, pool: PhrasePool, config: OuroborosConfig = OuroborosConfig(),
@@ -110,7 +111,7 @@ class OuroborosDrafter:
         self.runner = runner
         self.pool = pool
         self.config = config
-        self.tree_draft = supports_trees(runner)  # else one phrase per draft forward, linearly
+        self.tree_draft = runner.supports_trees  # else one phrase per draft forward, linearly
         self.tree_target = trees_on_target
         self.costs = costs
         self.cached: list[int] = []  # tokens in the draft model's cache: a prefix of context + draft

@@ -27,18 +27,33 @@ import torch
 
 
 class Runner(Protocol):
-    """Optional attribute, read with a default by draft_sizing_preference() (a runner need not define it):
+    """What the engine needs from a model, and what it may do with it.
 
-    draft_sizing: str    "cost" where every draft should be capped at the length that pays because a pass
-                         costs nearly in proportion to its tokens (llama.cpp); draft_sizing "auto" follows it
-                         (sizing.sizing_for)
-    row_block: int       where every pass is computed in products of this many rows (the transformers runner in
-                         bf16 with AMX: invariance.FixedRows), so a pass costs whole blocks: the engine keeps a
-                         linear draft from spilling a few rows into another block (sizing.block_fit)
+    The capabilities below are declared with the value that means "not this runner": a runner that subclasses
+    Runner inherits them and sets only the ones it has (the transformers runner, which does not subclass it, sets
+    every one the engine and the Generator read in its constructor). The engine reads them as attributes.
     """
 
     vocab_size: int  # width of the logits rows
     max_context: int  # most tokens (prompt + output) the model can attend over
+    # verifies tree drafts (TreeRunner: forward_tree and keep); False where it cannot (e.g. sliding-window caches)
+    supports_trees: bool = False
+    # where every pass is computed in products of this many rows (the transformers runner in bf16 with AMX:
+    # invariance.FixedRows), so a pass costs whole blocks: the engine keeps a linear draft from spilling a few rows
+    # into another block (sizing.block_fit). None: passes cost by their tokens
+    row_block: int | None = None
+    # "cost" where every draft should be capped at the length that pays because a pass costs nearly in proportion
+    # to its tokens (llama.cpp); draft_sizing "auto" follows it (sizing.sizing_for). None: no preference
+    draft_sizing: str | None = None
+    # whether a pass gives each row the bits a one-token pass gives it, as the load's check found (the
+    # transformers runner: runners/hf.exact_runner); None where the runner does not check (Stats.row_invariant)
+    row_invariant: bool | None = None
+    # prefix reuse (the transformers and llama.cpp runners set both True): reuse_prefix, whether the runner keeps
+    # the prefill chunks of earlier sequences at all (the bench turns it off, so that every method pays its own
+    # prefill); take_prefix, whether prefill may take them (a request with prefix_reuse False turns it off for its
+    # own run: api.Stream)
+    reuse_prefix: bool = False
+    take_prefix: bool = False
 
     @property
     def length(self) -> int:
@@ -65,7 +80,7 @@ class Runner(Protocol):
 
 
 class TreeRunner(Runner, Protocol):
-    supports_trees: bool  # False where the model cannot (e.g. sliding-window caches): no tree drafts
+    """A runner that verifies tree drafts: supports_trees True, and these two methods."""
 
     def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
         """Append `tokens` ([root, *draft]) to the cache, each attending to the cache and its ancestors
@@ -78,13 +93,9 @@ class TreeRunner(Runner, Protocol):
         ...
 
 
-def supports_trees(runner: Runner) -> bool:
-    """Whether the runner verifies tree drafts (TreeRunner.supports_trees; False where it does not say)."""
-    return bool(getattr(runner, "supports_trees", False))
-
-
-def draft_sizing_preference(runner: Runner) -> str | None:
-    """The Runner protocol's optional `draft_sizing` (None where a runner does not say)."""
+def draft_sizing_preference(runner: object) -> str | None:
+    """Runner.draft_sizing, read with its default: the transformers runner does not declare it (it does not subclass
+    Runner), and sizing.sizing_for is also asked about objects that are no runner at all (tests)."""
     return getattr(runner, "draft_sizing", None)
 
 

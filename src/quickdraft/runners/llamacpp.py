@@ -1,7 +1,8 @@
 """Runner over llama.cpp (llama-cpp-python's low-level API) for GGUF models, in their own 4-bit weights.
 
 On a CPU llama.cpp reads the 4-bit weights of a GGUF file directly instead of float32 copies, which
-makes a one-token pass 3-4x cheaper than transformers (shared/models.md). This module gives the engine
+makes a one-token pass much cheaper than transformers' (measured:
+docs/llamacpp.md#what-it-costs-and-what-drafting-can-gain-here). This module gives the engine
 the same Runner protocol over it, plus the GGUF's own vocabulary as the Tokenizer:
 
     prefill(tokens)      llama_decode in chunks of n_batch, no logits; after a reset, the whole chunks the last
@@ -12,25 +13,24 @@ the same Runner protocol over it, plus the GGUF's own vocabulary as the Tokenize
 
 Exactness. A verify pass evaluates n tokens in one llama_decode, where plain decoding evaluates one.
 ggml's CPU kernels are not batch-invariant by default: several take another code path, which rounds
-differently, once a matrix product has more than one row. Measured on this project's CPU (AVX2) with
-llama-cpp-python 0.3.36, largest logit difference between a pass of n tokens and n one-token passes,
-qwen2.5-coder-0.5b: 0.43 at n = 5 with the stock build and settings. The four causes and what this
-runner does about each:
+differently, once a matrix product has more than one row, so with the stock build and settings a pass of n
+tokens gives other logits than n one-token passes (measured: docs/llamacpp.md#exactness). The four causes and
+what this runner does about each:
 
     llamafile's sgemm (F32/F16/Q8_0/Q4_0 weights, 2+ rows)    build with -DGGML_LLAMAFILE=OFF (checked here)
     repacked weights: gemm for 4+ rows, gemv below            use_extra_bufts = False
     flash attention: split-KV for 1 query, tiled for many     flash attention off
     tiled K-quant matmul from 8 rows (Q4_K, Q6_K, ...)        GGML_CPU_TILED_MM=0
 
-With all four, the difference is exactly 0.0 for every n from 2 to 64 and past 512 cached tokens on
-smollm2-135m, qwen2.5-coder-0.5b and -1.5b (`batch_invariance`; tests/test_llamacpp.py), so every
-drafter's output equals this runner's plain decoding token for token, which is llama.cpp's greedy
-decoding on these kernels (llama-cpp-python's Llama.generate gives the same tokens on smollm2-135m;
-with its default repacked weights it writes other text at some near-ties on the Qwen models). The
-price is speed: without the batched kernels, prefill is 1.6-2x slower than a stock build's and a pass
-costs nearly in proportion to its tokens (docs/llamacpp.md). The environment
-variable is set when this module is imported (it is read once, at llama.cpp's first matrix product);
-a process that sets it to anything else is refused, like a build with llamafile.
+With all four, a pass of n tokens gives every row the logits n one-token passes give, bit for bit
+(`batch_invariance` measures it; tests/test_llamacpp.py checks it), so every drafter's output equals this
+runner's plain decoding token for token, which is llama.cpp's greedy decoding on these kernels (with its default
+repacked weights llama.cpp writes other text at some near-ties). The price is speed: without the batched
+kernels prefill is slower than a stock build's and a pass costs nearly in proportion to its tokens, which is why
+this runner asks for drafts capped at what pays (draft_sizing "cost"; measured:
+docs/llamacpp.md#what-it-costs-and-what-drafting-can-gain-here). The environment variable is set when this module
+is imported (it is read once, at llama.cpp's first matrix product); a process that sets it to anything else is
+refused, like a build with llamafile.
 
 Trees (several candidate continuations in one pass, through sequence ids) are not offered by this
 runner yet: it has no tree `forward`, and no drafter asks for one yet.
@@ -53,7 +53,7 @@ import torch
 from ..cpu import usable_cores
 from ..errors import ModelError, QuickdraftError, UnsupportedModelError
 from ..tokenizer import render_chat_template
-from .base import reusable_prefix
+from .base import Runner, reusable_prefix
 
 DEFAULT_MAX_CONTEXT = 16384  # tokens of KV cache allocated when the caller sets no max_context
 REBUILD = ("CMAKE_ARGS=-DGGML_LLAMAFILE=OFF pip install --force-reinstall --no-deps --no-binary llama-cpp-python "
@@ -173,7 +173,7 @@ class LlamaCppModel:
             self.model = None
 
 
-class LlamaCppRunner:
+class LlamaCppRunner(Runner):
     """The Runner protocol (runners/base.py) over one llama.cpp context, sequence 0."""
 
     draft_sizing = "cost"  # a pass costs nearly in proportion to its tokens here: cap drafts (sizing.py)

@@ -12,9 +12,10 @@ from typing import Callable, Sequence
 import torch
 
 from .. import trees
+from .base import Runner
 
 
-class ScriptedRunner:
+class ScriptedRunner(Runner):
     def __init__(self, script: Sequence[int], vocab_size: int, eos: int, max_context: int = 1 << 20):
         if not all(0 <= t < vocab_size for t in script) or not 0 <= eos < vocab_size:
             raise ValueError("script tokens and eos must lie in [0, vocab_size)")
