@@ -8,6 +8,7 @@ method is identical to plain greedy decoding, the counts add up, and a second ru
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 
@@ -93,6 +94,9 @@ def test_smoke_exact_methods_identical_to_plain(smoke_run):
     assert exact and all(r["identical"] is True for r in exact), [
         (r["workload"], r["task"], r["method"]) for r in exact if not r["identical"]]
     assert all(r["identical"] is None for r in rows if r["sampled"])
+    # each tool against its own plain decoding
+    assert {r["baseline"] for r in rows if r["engine"] == "transformers"} == {"hf-plain"}
+    assert {r["baseline"] for r in rows if r["engine"] == "quickdraft" and not r["sampled"]} == {"plain"}
 
 
 def test_smoke_counts_add_up(smoke_run):
@@ -193,6 +197,19 @@ def test_quality_difference_with_repeats_resamples_tasks():
     assert hi - lo > phi - plo
 
 
+def test_quality_difference_pairs_each_method_with_its_own_baseline():
+    """Two baselines score the same tasks (transformers' hf-plain and quickdraft's plain): a method's difference is
+    against its own, so transformers' drafted method scoring as hf-plain shows 0, not hf-plain's gap to plain."""
+    rows = []
+    for i in range(6):
+        for method, baseline, score in (("hf-plain", "hf-plain", 40.0 + i), ("hf-prompt-lookup", "hf-plain", 40.0 + i),
+                                        ("plain", "plain", 50.0)):
+            rows.append({"workload": "w", "task": f"t{i}", "repeat": 0, "method": method, "baseline": baseline,
+                         "scores": {"chrF": score}, "speedup": 1.0})
+    cell = {line.split(" | ")[1]: line.split(" | ")[5] for line in report._quality_table(rows) if line.startswith("| w |")}
+    assert cell["hf-prompt-lookup"] == "+0.0 [+0.0 to +0.0], 6"
+
+
 def test_kl_used_is_shown_for_bounded_rules_only():
     """Typical and threshold acceptance spend KL nobody measures: their KL/token cell says so ("–") rather
     than 0, while a mentored method shows what it spent."""
@@ -250,6 +267,82 @@ def test_another_tools_mismatch_is_shown_apart_from_quickdrafts(smoke_run, tmp_p
     assert f"Exactness: {n}/{n} runs of quickdraft's exact methods" in text
 
 
+def test_every_tools_methods_have_that_tools_plain_decoding_as_baseline():
+    """transformers' and llama.cpp's methods are checked against their own plain decoding, never quickdraft's: a
+    difference between two tools' plain decodings is not a failure of either one's drafting."""
+    for m in methods.METHODS.values():
+        base = methods.METHODS[m.baseline]
+        assert base.engine == m.engine and base.baseline == base.name, m.name
+    assert methods.METHODS["hf-prompt-lookup"].baseline == methods.METHODS["hf-assisted"].baseline == "hf-plain"
+    assert methods.select("hf-prompt-lookup") == ["hf-plain", "hf-prompt-lookup"]
+    peer = methods.Method("hf-lookup-4", "transformers", "prompt lookup, 4 tokens", options=(("prompt_lookup_num_tokens", 4),))
+    with pytest.raises(ValueError, match="its baseline must be the plain method of the same tool"):
+        methods.check_baselines({m.name: m for m in (methods.METHODS["plain"], peer)})  # baseline "plain": quickdraft's
+    methods.check_baselines({m.name: m for m in (methods.METHODS["hf-plain"], dataclasses.replace(peer, baseline="hf-plain"))})
+
+
+def test_a_method_list_with_another_tools_baseline_is_refused(bench_model, data, tmp_path):
+    import quickdraft
+
+    peer = methods.Method("hf-lookup-4", "transformers", "prompt lookup, 4 tokens", options=(("prompt_lookup_num_tokens", 4),),
+                          needs=("transformers-runner",))
+    config = harness.BenchConfig(model=str(bench_model), workloads=("summarization",), methods=("plain", peer.name),
+                                 out=tmp_path / "ab", data=data, limit=1, max_new_tokens=4, repeats=1, progress=False)
+    with pytest.raises(QuickdraftError, match="method hf-lookup-4 .transformers.: its baseline must be"):
+        harness.run(config, quickdraft.load(str(bench_model), progress=False), methods=[methods.METHODS["plain"], peer])
+    assert not (tmp_path / "ab" / harness.RUNS_FILE).exists()  # refused before anything ran
+
+
+def _as_recorded_before_peer_baselines(rows: list[dict]) -> list[dict]:
+    """The smoke rows as a run made before transformers' methods had their own baseline would hold them, on a machine
+    where transformers' plain decoding differs from quickdraft's: every transformers row compared with quickdraft's
+    plain (baseline "plain") and found different, though each drafted one wrote what hf-plain wrote."""
+    out = []
+    for r in rows:
+        if r["engine"] == "transformers":
+            tokens = [[t + 1 for t in turn] for turn in r["output_tokens"]]  # not quickdraft's plain output
+            r = dict(r, baseline="plain", output_tokens=tokens, identical=False, first_divergence=0)
+        out.append(r)
+    return out
+
+
+def test_a_tools_plain_decoding_differing_from_quickdrafts_is_no_failure(smoke_run, tmp_path):
+    """The held-out refactor report said in red that transformers' exact methods differ from their own plain greedy
+    decoding, hf-plain included, when what differed was transformers' plain decoding from quickdraft's. The report
+    checks each tool's rows against that tool's own plain decoding, also in runs recorded before the bench did."""
+    out = tmp_path / "copy"
+    shutil.copytree(smoke_run[0], out)
+    rows = _as_recorded_before_peer_baselines(harness.read_runs(out))
+    (out / harness.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = report.build(out).read_text()
+    assert "FAILED" not in text and "other tools" not in text
+    n = sum(r["exact"] and r["engine"] == "quickdraft" and r.get("identical") is not None for r in rows)
+    assert f"Exactness: {n}/{n} runs of quickdraft's exact methods" in text
+    checked = [r for r in report.on_own_baselines(rows) if r["engine"] == "transformers"]
+    assert checked and {r["baseline"] for r in checked} == {"hf-plain"}
+    assert all(r["identical"] is True and r["first_divergence"] is None for r in checked)
+    # across tools it is shown as what it is: plain and hf-plain never wrote the same tokens here
+    w = rows[0]["workload"]
+    line = next(x for x in text.splitlines() if x.startswith(f"| {w} | plain | hf-plain |"))
+    assert line.endswith("| 0/2 |")
+
+
+def test_a_tools_drafting_that_departs_from_its_own_plain_decoding_is_its_failure(smoke_run, tmp_path):
+    """The same old-style rows, but hf-prompt-lookup's first run writes other tokens than hf-plain did: that is
+    transformers' drafting changing transformers' output, reported in red as theirs."""
+    out = tmp_path / "copy"
+    shutil.copytree(smoke_run[0], out)
+    rows = _as_recorded_before_peer_baselines(harness.read_runs(out))
+    bad = next(r for r in rows if r["method"] == "hf-prompt-lookup" and len(r["output_tokens"][0]) > 3)
+    first = bad["output_tokens"][0]
+    bad["output_tokens"] = [[*first[:3], 999, *first[4:]], *bad["output_tokens"][1:]]
+    (out / harness.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = report.build(out).read_text()
+    assert "FAILED: 1 run(s) of other tools' exact methods differ" in text
+    assert f"| {bad['workload']} | {bad['task']} | hf-prompt-lookup | 0 | 3 |" in text
+    assert "quickdraft methods differ" not in text
+
+
 def _rows_with_times(rows: list[dict], seconds: dict[str, float]) -> list[dict]:
     """Rows of the first smoke task with made-up times per method (tokens/s = tokens / seconds)."""
     first = (rows[0]["workload"], rows[0]["task"])
@@ -271,6 +364,9 @@ def test_head_to_head_pairs_each_method_with_its_rivals_task_by_task(smoke_run):
     assert f"| {w} | lookup | hf-prompt-lookup | 1.25x | 1/1 |" in text  # same output in 4 s against 5 s
     assert f"| {w} | draft-model | hf-assisted | 0.50x | 0/1 |" in text
     assert f"| {w} | plain | hf-plain | 1.00x | 0/1 |" in text
+    # the same tokens from both tools on this task (the tiny model in float32: transformers' plain decoding is
+    # quickdraft's here); a column, not a verdict
+    assert next(x for x in text.splitlines() if x.startswith(f"| {w} | plain | hf-plain |")).endswith("| 1/1 |")
     assert "llamacpp" not in text  # no llama.cpp rows among these: no pair, no line
 
 

@@ -5,29 +5,25 @@
             for method (rotated per task and repeat; a runner's plain method first while its
                         reference output for the task is not known yet):
                 run every turn of the task, timed, with peak memory measured
-                compare the output with plain greedy decoding of the same runner
+                compare the output with plain greedy decoding by the same tool (its baseline)
                 append one row to runs.jsonl (flushed: a crash loses at most the run in flight)
 
 Interleaving puts the methods of one prompt next to each other in time, so a slow spell of the
 machine hits all of them; repeats show the noise (the report gives median and min-max).
 
 Resume: rows already in runs.jsonl (keyed by workload, task, method, repeat) are not run again; a
-run that raised is recorded with its error and tried again next time. The options that change
-what a row means (model, draft model, precision, max_new_tokens, data set) are kept in run.json
-and must match when resuming.
+run that raised is recorded with its error and tried again next time (records.py). The options are
+checked by `prepare` before any model loads, and against run.json's when resuming (config.py).
 
-Everything the user can get wrong is checked by `prepare` before any model loads.
+Around the loop: config.py (the options), records.py (runs.jsonl, run.json), machine.py (where it ran,
+peak memory), session.py (one method on one task), engines.py (one turn on one engine).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-import hashlib
 import json
-import os
-import platform
-import resource
 import sys
 import time
 import zlib
@@ -37,381 +33,24 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ..cpu import cpu_info
 from ..errors import QuickdraftError
-from ..options import DecodeOptions, LoadOptions
 from . import engines
-from . import methods as methods_mod
 from . import scoring
 from . import workloads as workloads_mod
-from .llamacpp_stock import repack_allowed
-from .methods import METHODS, Method
+from .config import BenchConfig, prepare, resume_view
+from .machine import MEMORY_MEASURES, PeakMemory, machine_info, model_identity, versions
+from .methods import METHODS, Method, check_baselines
+from .records import RUNS_FILE, SCHEMA, read_meta, read_runs, row_key, write_meta
+from .rows import first_divergence
+from .session import COUNTS, Session
 
 RED, RESET = "\033[31m", "\033[0m"
-RUNS_FILE, META_FILE = "runs.jsonl", "run.json"
-SCHEMA = 1
-# Options that decide what a row measures: a resumed run must use the same ones.
-RESUME_KEYS = ("model", "runner", "draft_model", "draft_runner", "draft_precision", "kernels", "dtype", "max_new_tokens",
-               "temperature", "data")
-RESUME_DEFAULTS = {"dtype": "auto", "draft_runner": None}  # options added later: what runs recorded before them ran with
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    model: str
-    workloads: tuple[str, ...]
-    methods: tuple[str, ...]
-    out: Path
-    data: Path
-    draft_model: str | None = None
-    draft_precision: str | None = None  # a transformers draft model's (None: int8)
-    runner: str = "transformers"  # the target's runner: "transformers" or "llama.cpp"
-    draft_runner: str | None = None  # the draft model's runner (None: the target's)
-    kernels: str = "auto"  # a transformers model's Linear layers (runners.hf.use_kernels)
-    dtype: str = "auto"  # the transformers target's precision (options.LoadOptions)
-    limit: int = 5
-    skip: int = 0  # tasks left out at the start of each workload (held-out tasks: skip 20, limit 20 runs tasks 21-40)
-    max_new_tokens: int = 256
-    repeats: int = 3
-    temperature: float = 0.7  # sampled methods only (plain-sampled, draft-model-sampled, mentored-*)
-    progress: bool = True
-    argv: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        for name in ("limit", "max_new_tokens", "repeats"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise QuickdraftError(f"{name.replace('_', '-')} must be a positive integer; got {value!r}")
-        if isinstance(self.skip, bool) or not isinstance(self.skip, int) or self.skip < 0:
-            raise QuickdraftError(f"skip must be an integer >= 0; got {self.skip!r}")
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
-                or not 0 < self.temperature < float("inf"):
-            raise QuickdraftError(f"temperature (of the sampled methods) must be a number > 0; got {self.temperature!r}")
-        # the model options, by the rules every front end uses (made again by the CLI's load)
-        LoadOptions(runner=self.runner, draft_model=self.draft_model, draft_runner=self.draft_runner,
-                    draft_precision=self.draft_precision, kernels=self.kernels, dtype=self.dtype)
-
-
-def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: str | None = None,
-            draft_model: str | None = None, draft_precision: str | None = None, runner: str = "transformers", kernels: str = "auto",
-            dtype: str = "auto", draft_runner: str | None = None,
-            limit: int = 5, skip: int = 0, max_new_tokens: int = 256, repeats: int = 3, temperature: float = 0.7, progress: bool = True,
-            argv: Sequence[str] = ()) -> BenchConfig:
-    """Check every option (names, numbers, data files, resume compatibility) without loading a model."""
-    config = BenchConfig(model=model, workloads=tuple(workloads_mod.select(workloads)),
-                         methods=tuple(methods_mod.select(methods)), out=Path(out),
-                         data=workloads_mod.data_dir(data), draft_model=draft_model,
-                         draft_precision=draft_precision, runner=runner, draft_runner=draft_runner, kernels=kernels,
-                         dtype=dtype, limit=limit,
-                         skip=skip, max_new_tokens=max_new_tokens,
-                         repeats=repeats, temperature=temperature, progress=progress, argv=tuple(argv))
-    workloads_mod.check_files(config.data, list(config.workloads))
-    # Methods asked for by name or group need their draft model; under "all" they are skipped with a note.
-    named = {m.strip() for m in methods.split(",")} if isinstance(methods, str) else set(methods)
-    wants_draft = [n for n in config.methods if "draft-model" in METHODS[n].needs and "all" not in named]
-    if wants_draft and draft_model is None:
-        raise QuickdraftError(f"method(s) {', '.join(wants_draft)} need a draft model: pass --draft-model ALIAS|PATH")
-    if config.out.exists() and not config.out.is_dir():
-        raise QuickdraftError(f"--out {str(config.out)!r} exists and is not a folder")
-    old = read_meta(config.out).get("config")
-    if old:
-        new = _resume_view(config)
-        old = {**RESUME_DEFAULTS, **old}
-        diff = [k for k in RESUME_KEYS if old.get(k) != new[k]]
-        if diff:
-            detail = "; ".join(f"{k}: {old.get(k)!r} there, {new[k]!r} now" for k in diff)
-            raise QuickdraftError(f"{config.out} holds runs made with other options ({detail}): "
-                                  "use another --out, or the same options to resume")
-    return config
-
-
-def _resume_view(config: BenchConfig) -> dict[str, Any]:
-    return {"model": config.model, "runner": config.runner, "draft_model": config.draft_model,
-            "draft_runner": config.draft_runner, "draft_precision": config.draft_precision, "kernels": config.kernels,
-            "dtype": config.dtype, "max_new_tokens": config.max_new_tokens, "temperature": config.temperature,
-            "data": str(config.data.resolve())}
-
-
-# -- files -------------------------------------------------------------------------------------------
-
-def read_meta(out: Path) -> dict:
-    path = Path(out) / META_FILE
-    if not path.is_file():
-        return {}
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def write_meta(out: Path, meta: dict) -> None:
-    path = Path(out) / META_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_runs(out: Path) -> list[dict]:
-    """Rows of runs.jsonl; a last line cut short by a crash is ignored."""
-    path = Path(out) / RUNS_FILE
-    if not path.is_file():
-        return []
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
-
-
-def row_key(row: dict) -> tuple[str, str, str, int]:
-    return row["workload"], row["task"], row["method"], row["repeat"]
-
-
-# -- machine, versions, models ------------------------------------------------------------------------
-
-def machine_info() -> dict[str, Any]:
-    """The machine a run ran on: the CPU's model and the flags that change kernels and ratios (quickdraft.cpu),
-    memory, and whether llama.cpp baselines could load stock repacked weights (bench/llamacpp_stock.py)."""
-    info_cpu = cpu_info()
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem = round(int(line.split()[1]) / 2**20, 1)
-    except OSError:
-        pass
-    info: dict[str, Any] = {"platform": platform.platform(), "cpu": info_cpu["model"], "cpu_flags": info_cpu["flags"],
-                            "cores": os.cpu_count(), "memory_gib": mem, "hostname": platform.node()}
-    try:
-        info["llamacpp_stock_repack"] = repack_allowed()
-    except (ImportError, OSError):  # llama-cpp-python is optional
-        pass
-    try:
-        import torch
-
-        info["torch_threads"] = torch.get_num_threads()
-        if torch.cuda.is_available():
-            info["gpu"] = torch.cuda.get_device_name(0)
-    except ImportError:
-        pass
-    return info
-
-
-def versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for pkg in ("quickdraft", "torch", "transformers", "tokenizers", "llama-cpp-python", "matplotlib"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
-    return out
-
-
-def model_identity(name: str | None, path: Path | None) -> dict[str, Any] | None:
-    """Which weights ran: for a packaged alias the pinned SHA-256 of its GGUF (quickdraft.models,
-    checked when it was pulled); for a local .gguf or folder the SHA-256 of its weight files."""
-    if name is None:
-        return None
-    from .. import models
-
-    if name in models.ALIASES:
-        m = models.ALIASES[name]
-        return {"name": name, "sha256": m.sha256, "hash_of": "packaged GGUF (pinned in quickdraft.models, verified at pull)",
-                "description": m.description, "path": str(path) if path else None}
-    p = Path(name).expanduser()
-    files = [p] if p.is_file() else sorted(x for x in p.glob("*") if x.suffix in (".safetensors", ".bin", ".gguf"))
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.name.encode())
-        with open(f, "rb") as src:
-            for block in iter(lambda: src.read(1 << 20), b""):
-                digest.update(block)
-    return {"name": name, "sha256": digest.hexdigest(), "hash_of": "weight files: " + ", ".join(f.name for f in files),
-            "path": str(p.resolve())}
-
-
-# -- memory -------------------------------------------------------------------------------------------
-
-MEMORY_MEASURES = {
-    "vmhwm": "peak resident set size of the process during the run (Linux VmHWM, reset before each run "
-             "through /proc/self/clear_refs); includes the loaded weights",
-    "ru_maxrss": "peak resident set size of the process so far (getrusage ru_maxrss; this kernel does not "
-                 "let the peak be reset, so it never goes down between runs); includes the loaded weights",
-}
-
-
-def _vm(field_name: str) -> float | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1]) / 1024  # kB -> MiB
-    except OSError:
-        return None
-    return None
-
-
-class PeakMemory:
-    """Peak RSS of this process over a block, in MiB (`kind` says how it was measured)."""
-
-    def __enter__(self) -> "PeakMemory":
-        self.kind = "ru_maxrss"
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # resets VmHWM to the current RSS
-            if _vm("VmHWM") is not None:
-                self.kind = "vmhwm"
-        except OSError:
-            pass
-        self.before = _vm("VmRSS")
-        self.peak: float | None = None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.kind == "vmhwm":
-            self.peak = _vm("VmHWM")
-        else:
-            scale = 1 / 2**20 if sys.platform == "darwin" else 1 / 1024
-            self.peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
-
-
-# -- one run -----------------------------------------------------------------------------------------
-
-COUNTS = ("completion_tokens", "accepted", "rejected", "draft_tokens", "target_passes", "draft_forwards")
-TIMES = ("prefill_s", "decode_s")
-
-
-@dataclass
-class Outcome:
-    """What one method produced for one task, over all its turns."""
-
-    tokens: list[list[int]] = field(default_factory=list)  # per turn
-    finish: list[str] = field(default_factory=list)
-    prompt_tokens: list[int] = field(default_factory=list)
-    counts: dict[str, int | None] = field(default_factory=lambda: {k: 0 for k in COUNTS})
-    times: dict[str, float | None] = field(default_factory=lambda: {k: 0.0 for k in TIMES})
-    by_source: dict[str, list[int]] = field(default_factory=dict)
-    kl: float = 0.0  # lossy acceptance: KL(target || emitted) summed over the decided positions (nats)
-
-    def add(self, counts: dict[str, int | None], times: dict[str, float | None]) -> None:
-        for k in COUNTS:
-            a, b = self.counts.get(k), counts.get(k)
-            self.counts[k] = None if a is None or b is None else a + b
-        for k in TIMES:
-            a, b = self.times.get(k), times.get(k)
-            self.times[k] = None if a is None or b is None else a + b
-
-
-def render_plain(messages: list[dict[str, str]]) -> str:
-    """A conversation as plain text, for a tokenizer without a chat template (tiny test models)."""
-    return "\n\n".join(m["content"] for m in messages)
-
-
-class Session:
-    """The loaded model(s) and what runs each engine; one per benchmark invocation."""
-
-    def __init__(self, gen: Any, config: BenchConfig, model_path: Path | None = None):
-        self.gen, self.config, self.model_path = gen, config, model_path
-        # Every method pays its own prefill: runners that keep earlier requests' prompt chunks (prefix reuse,
-        # runners/hf.HFRunner) would otherwise hand the second method on a task the first one's prompt for free.
-        for runner in (gen.runner, getattr(gen, "draft_runner", None)):
-            if getattr(runner, "reuse_prefix", False):
-                runner.reuse_prefix = False
-        self.chat = bool(gen.tokenizer.has_chat_template)
-        self.llama: dict[str, Any] = {}  # stock llama.cpp models by configuration (engines.run_llama_cpp)
-        self.pool_scope = "bench-repeat-0"  # set per run (see run)
-        self._options = {f.name for f in dataclasses.fields(DecodeOptions)}  # what a quickdraft method may set
-
-    # which methods can run, and why not -------------------------------------------------------
-    def unavailable(self, method: Method) -> str | None:
-        if method.planned:
-            return method.planned
-        for need in method.needs:
-            if need.startswith("api:"):
-                option = need[4:]
-                if option not in self._options:
-                    return (f"the API option {option}= is not available yet (DecodeOptions has no "
-                            f"{option!r} field): skipped until it lands")
-            elif need == "draft-model" and self.gen.draft_runner is None:
-                return "no draft model loaded (pass --draft-model)"
-            elif need == "transformers-runner" and not hasattr(self.gen.runner, "model"):
-                return "the target runs on llama.cpp: transformers' generate() needs --runner transformers"
-            elif need == "transformers-runner" and "assistant_model" in method.kwargs \
-                    and not hasattr(self.gen.draft_runner, "model"):
-                return "the draft model runs on llama.cpp: transformers' assistant_model needs --draft-runner transformers"
-            elif need == "llama-cpp":
-                try:
-                    import llama_cpp  # noqa: F401
-                except ImportError:
-                    return "llama-cpp-python is not installed (optional: pip install -e '.[llamacpp]')"
-            elif need == "gguf" and self.gguf_path() is None:
-                return "the model is not a GGUF file or packaged alias: llama.cpp needs a GGUF"
-        return None
-
-    def gguf_path(self) -> Path | None:
-        from .. import models
-
-        name = self.config.model
-        if name in models.ALIASES:
-            return models.pull(name, progress=False)  # pulled when the model loaded: returns at once
-        p = Path(name).expanduser()
-        return p if p.is_file() and p.suffix.lower() == ".gguf" else None
-
-    # prompts --------------------------------------------------------------------------------
-    def prompt(self, messages: list[dict[str, str]]) -> Any:
-        return messages if self.chat else render_plain(messages)
-
-    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        return self.gen.encode_prompt(self.prompt(messages))
-
-    # running ---------------------------------------------------------------------------------
-    def run(self, method: Method, task: workloads_mod.Task, seed: int = 0, repeat: int = 0) -> Outcome:
-        """Every turn of the task with `method`; later turns follow the method's own answers.
-
-        seed: the sampling seed of sampled methods (turn i uses seed + i). repeat: which repeat this
-        is; Ouroboros keeps one phrase pool per repeat (warm start across the tasks of a repeat, as a
-        server would across requests, but never from an earlier repeat of the same task)."""
-        self.pool_scope = f"bench-repeat-{repeat}"
-        outcome = Outcome()
-        messages = list(task.messages)
-        turns = [None, *task.followups]
-        for i, followup in enumerate(turns):
-            if followup is not None:
-                messages = messages + [{"role": "user", "content": followup}]
-            prediction = task.prediction if method.uses_prediction and i == 0 else None
-            turn = engines.ENGINES[method.engine](self, method, messages, prediction, seed + i)
-            outcome.tokens.append(turn.tokens)
-            outcome.finish.append(turn.finish)
-            outcome.prompt_tokens.append(turn.prompt_tokens)
-            outcome.add(turn.counts, turn.times)
-            outcome.kl += turn.kl
-            for src, (a, r) in turn.by_source.items():
-                acc = outcome.by_source.setdefault(src, [0, 0])
-                acc[0] += a
-                acc[1] += r
-            messages = messages + [{"role": "assistant", "content": self.gen.tokenizer.decode(turn.tokens)}]
-        return outcome
+# the run's own names, and those of the modules it runs on that callers read from here (cli.py, scripts, tests)
+__all__ = ["BenchConfig", "MEMORY_MEASURES", "RED", "RESET", "RUNS_FILE", "Session", "Summary", "first_divergence", "plan",
+           "prediction_overlap", "prepare", "read_meta", "read_runs", "row_key", "run"]
 
 
 # -- comparisons --------------------------------------------------------------------------------------
-
-def first_divergence(a: list[list[int]], b: list[list[int]]) -> int | None:
-    """Index (in the concatenated turns) of the first token where a and b differ; None if equal.
-
-    >>> first_divergence([[1, 2, 3]], [[1, 2, 4]])
-    2
-    """
-    if a == b:
-        return None
-    fa, fb = [t for turn in a for t in turn], [t for turn in b for t in turn]
-    i = 0
-    while i < min(len(fa), len(fb)) and fa[i] == fb[i]:
-        i += 1
-    return i
-
 
 def prediction_overlap(prediction: list[int], output: list[int]) -> tuple[float | None, float | None]:
     """(share of the prediction found in the output, share of the output found in the prediction).
@@ -482,12 +121,17 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
     missing = {m.baseline for m in runnable} - {m.name for m in runnable}
     if methods is not None and missing:
         raise QuickdraftError(f"the methods' baselines {', '.join(sorted(missing))} are not among the methods")
+    if methods is not None:
+        try:
+            check_baselines({m.name: m for m in runnable})
+        except ValueError as e:
+            raise QuickdraftError(str(e)) from None
     if not session.chat:
         note("the model's tokenizer has no chat template: prompts are sent as plain text (the turns joined by blank lines)")
 
     meta = read_meta(out)
     meta.setdefault("schema", SCHEMA)
-    meta["config"] = _resume_view(config)
+    meta["config"] = resume_view(config)
     models = {"target": model_identity(config.model, model_path), "draft": model_identity(config.draft_model, draft_path)}
     for role, ident in (meta.get("models") or {}).items():
         if ident and models.get(role) and ident["sha256"] != models[role]["sha256"]:
@@ -498,10 +142,11 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
     meta.setdefault("invocations", []).append({
         "argv": list(config.argv), "started": _now(), "machine": machine_info(), "versions": versions(),
         "workloads": list(config.workloads), "methods": [m.name for m in runnable], "limit": config.limit, "skip": config.skip,
+        # the transformers runner's kernels, dtype and whether its invariance answer was kept (runners/hf.HFRunner; a
+        # llama.cpp target has none of them); Runner.row_invariant and Runner.row_block every runner declares
         "repeats": config.repeats, "kernels": getattr(gen.runner, "kernels", None),
-        "dtype": getattr(gen.runner, "dtype", None), "row_invariant": getattr(gen.runner, "row_invariant", None),
-        "row_invariance_kept": getattr(gen.runner, "row_invariance_kept", None),
-        "row_block": getattr(gen.runner, "row_block", None),
+        "dtype": getattr(gen.runner, "dtype", None), "row_invariant": gen.runner.row_invariant,
+        "row_invariance_kept": getattr(gen.runner, "row_invariance_kept", None), "row_block": gen.runner.row_block,
         "notes": summary.notes, "methods_skipped": [m.name for m in (methods or [METHODS[n] for n in config.methods])
                                                     if m.name not in {r.name for r in runnable}],
     })
@@ -589,8 +234,9 @@ def _jobs(config: BenchConfig, runnable: list[Method], tasks: dict[str, list]) -
 
 
 def _ordered(todo: list[tuple], references: dict) -> Iterator[tuple]:
-    """Jobs in order, except that a runner's plain method runs first in its (task, repeat) block
-    while no reference output for the task exists yet (so every row can say whether it is identical)."""
+    """Jobs in order, except that each tool's plain method runs first in its (task, repeat) block while no
+    reference output for the task exists yet (so every row can say whether it is identical), quickdraft's own
+    first of them (the prediction's overlap with the output is measured on its output)."""
     i = 0
     while i < len(todo):
         j = i
@@ -598,8 +244,8 @@ def _ordered(todo: list[tuple], references: dict) -> Iterator[tuple]:
             j += 1
         block = todo[i:j]
         workload, task = block[0][0], block[0][1]
-        first = [b for b in block if b[3].name == b[3].baseline and not b[3].sampled
-                 and (workload, task.id, b[3].name) not in references]
+        first = sorted((b for b in block if b[3].name == b[3].baseline and not b[3].sampled
+                        and (workload, task.id, b[3].name) not in references), key=lambda b: b[3].name != "plain")
         yield from first + [b for b in block if b not in first]
         i = j
 

@@ -2,14 +2,17 @@
 
 engine     who generates: "quickdraft" (Generator.generate), "transformers" (the same loaded
            transformers model's own generate()), "llama.cpp" (llama-cpp-python on the model's GGUF).
-baseline   the plain method of the same runner: speedups and the identity check are against it
-           (quickdraft and transformers share the float32 weights, so both compare with "plain";
-           llama.cpp runs the quantised GGUF and compares with "llamacpp-plain").
+baseline   the plain method of the same tool: speedups and the identity check are against it. Each tool
+           is checked against its own plain decoding: quickdraft's methods against "plain",
+           transformers' against "hf-plain" (the same weights, but transformers' own kernels and
+           plumbing), llama.cpp's against "llamacpp-plain" (the quantised GGUF). How the tools compare
+           with each other is the report's head-to-head table, never an exactness verdict.
 options    keyword options of the engine's call, as (name, value) pairs.
 needs      what must be present: "prediction" (the task has one), "draft-model" (loaded with
            --draft-model), "api:NAME" (DecodeOptions has the field NAME: work in progress
            elsewhere), "llama-cpp" (llama-cpp-python imports), "gguf" (the model is a GGUF file).
-exact      the output must equal plain greedy decoding token for token; a difference is a failure.
+exact      the output must equal its baseline's (plain greedy decoding by the same tool) token for token; a
+           difference is a failure (another tool's is reported as that tool's, apart from quickdraft's).
 sampled    runs under sampling (the benchmark's --temperature, one seed per task and repeat shared by
            every method) instead of greedy: compared with "plain-sampled" for speed only, since
            speculative sampling is exact in distribution, not draw for draw. Mentored decoding is
@@ -99,16 +102,33 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            baseline="plain-sampled", sampled=True, options=(("drafter", "draft-model"),), needs=("draft-model",)),
     *(mentored_method(b) for b in MENTORED_KL_BOUNDS),
     *(_relaxed(r) for r in ("typical", "threshold")),
-    Method("hf-plain", "transformers", "transformers generate(), greedy", needs=("transformers-runner",)),
-    Method("hf-prompt-lookup", "transformers", "transformers generate(prompt_lookup_num_tokens=10)",
+    Method("hf-plain", "transformers", "transformers generate(), greedy", baseline="hf-plain",
+           needs=("transformers-runner",)),
+    Method("hf-prompt-lookup", "transformers", "transformers generate(prompt_lookup_num_tokens=10)", baseline="hf-plain",
            options=(("prompt_lookup_num_tokens", 10),), needs=("transformers-runner",)),
     Method("hf-assisted", "transformers", "transformers generate(assistant_model=the draft model, as loaded)",
-           options=(("assistant_model", "draft"),), needs=("draft-model", "transformers-runner")),
+           baseline="hf-plain", options=(("assistant_model", "draft"),), needs=("draft-model", "transformers-runner")),
     Method("llamacpp-plain", "llama.cpp", "llama.cpp greedy on the model's GGUF", baseline="llamacpp-plain",
            needs=("llama-cpp", "gguf")),
     Method("llamacpp-prompt-lookup", "llama.cpp", "llama.cpp with LlamaPromptLookupDecoding(num_pred_tokens=10)",
            baseline="llamacpp-plain", options=(("num_pred_tokens", 10),), needs=("llama-cpp", "gguf")),
 )}
+
+
+def check_baselines(methods: dict[str, Method]) -> None:
+    """Refuse a method whose baseline is missing or another tool's: every tool's methods are checked against its own
+    plain decoding (a transformers method against quickdraft's plain would call transformers' own rounding a
+    failure of its drafting)."""
+    for m in methods.values():
+        base = methods.get(m.baseline)
+        if base is None:
+            raise ValueError(f"method {m.name}: its baseline {m.baseline!r} is not among the methods")
+        if base.engine != m.engine or base.baseline != base.name:
+            raise ValueError(f"method {m.name} ({m.engine}): its baseline must be the plain method of the same tool, "
+                             f"which is its own baseline; got {m.baseline!r} ({base.engine})")
+
+
+check_baselines(METHODS)
 GROUPS = {
     "all": tuple(METHODS),
     "quickdraft": tuple(n for n, m in METHODS.items() if m.engine == "quickdraft"),

@@ -1,84 +1,23 @@
-"""The benchmark report: Markdown tables and PNG plots, rebuilt from runs.jsonl and run.json alone.
+"""The benchmark report: Markdown tables and PNG plots (plots.py), rebuilt from runs.jsonl and run.json alone.
 
-Speedup of a run = its end-to-end tokens/s over the end-to-end tokens/s of its baseline (plain
-decoding of the same runner) on the same task and repeat (the task's median baseline when that
-repeat's baseline is missing). For identical outputs this is baseline time / method time.
-Cells of the tables are "median [min-max]" over all runs (tasks x repeats) of a workload.
+Speedup of a run = its end-to-end tokens/s over the end-to-end tokens/s of its baseline (the same tool's plain
+decoding: quickdraft's plain, transformers' hf-plain, llama.cpp's llamacpp-plain) on the same task and repeat (the
+task's median baseline when that repeat's baseline is missing). For identical outputs this is baseline time /
+method time. Cells of the tables are "median [min-max]" over all runs (tasks x repeats) of a workload (rows.py).
 """
-
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable
 
-from .harness import MEMORY_MEASURES, RUNS_FILE, read_meta, read_runs, row_key
+from .machine import MEMORY_MEASURES
 from .methods import METHODS
+from .plots import PLOTS_DIR, write_plots
+from .records import RUNS_FILE, read_meta, read_runs
+from .rows import (group_by, in_method_order, kl_bound, latest_rows, mean_cell, median_of, on_own_baselines, spread_cell,
+                   with_speedups, workloads_in)
 
-REPORT_FILE, PLOTS_DIR = "report.md", "plots"
+REPORT_FILE = "report.md"
 FAIL = "🔴"
-
-
-def latest_rows(rows: Iterable[dict]) -> list[dict]:
-    """One row per (workload, task, method, repeat): the last one written (a retried error is replaced)."""
-    by: dict[tuple, dict] = {}
-    for r in rows:
-        by[row_key(r)] = r
-    return list(by.values())
-
-
-def with_speedups(rows: list[dict]) -> list[dict]:
-    """Rows (without errors) with `speedup` and `speedup_decode` against their baseline."""
-    ok = [r for r in rows if not r.get("error")]
-    base: dict[tuple, dict] = {}
-    base_med: dict[tuple, dict[str, float | None]] = {}
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in ok:
-        if r["method"] == r["baseline"]:
-            base[r["workload"], r["task"], r["method"], r["repeat"]] = r
-            groups[r["workload"], r["task"], r["method"]].append(r)
-    for k, rs in groups.items():
-        base_med[k] = {f: _median([x.get(f) for x in rs]) for f in ("tokens_per_s", "decode_tokens_per_s")}
-    out = []
-    for r in ok:
-        b = base.get((r["workload"], r["task"], r["baseline"], r["repeat"]))
-        ref = {f: b.get(f) for f in ("tokens_per_s", "decode_tokens_per_s")} if b else \
-            base_med.get((r["workload"], r["task"], r["baseline"]), {})
-        r = dict(r)
-        r["speedup"] = _ratio(r.get("tokens_per_s"), ref.get("tokens_per_s"))
-        r["speedup_decode"] = _ratio(r.get("decode_tokens_per_s"), ref.get("decode_tokens_per_s"))
-        out.append(r)
-    return out
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
-def _median(xs: Iterable[float | None]) -> float | None:
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def _spread(xs: Iterable[float | None], fmt: str = "{:.2f}", suffix: str = "") -> str:
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return "–"
-    med = fmt.format(statistics.median(xs)) + suffix
-    if len(xs) == 1 or min(xs) == max(xs):
-        return med
-    return f"{med} [{fmt.format(min(xs))}–{fmt.format(max(xs))}]"
-
-
-def _mean(xs: Iterable[float | None], fmt: str = "{:.1f}") -> str:
-    xs = [x for x in xs if x is not None]
-    return fmt.format(statistics.mean(xs)) if xs else "–"
-
-
-def _order(names: Iterable[str]) -> list[str]:
-    rank = {n: i for i, n in enumerate(METHODS)}
-    return sorted(set(names), key=lambda n: rank.get(n, len(rank)))
 
 
 def _identical_cell(rs: list[dict]) -> str:
@@ -99,7 +38,7 @@ def build(out: Path) -> Path:
     """Write out/report.md and out/plots/*.png from out/runs.jsonl and out/run.json; return the report path."""
     out = Path(out)
     meta = read_meta(out)
-    all_rows = latest_rows(read_runs(out))
+    all_rows = on_own_baselines(latest_rows(read_runs(out)))
     if not all_rows:
         from ..errors import QuickdraftError
 
@@ -134,8 +73,9 @@ def _failures(rows: list[dict], errors: list[dict]) -> list[str]:
              "An exact method must reproduce plain greedy decoding token for token; these did not."),
             (theirs, "other tools' exact methods differ from their own plain greedy decoding",
              "Not a quickdraft result: the tool itself drafts and verifies, and on this machine its drafted "
-             "output is not its plain output (for llama.cpp: kernels that round differently for batches, "
-             "docs/llamacpp.md). Its speed is shown but is not a like-for-like figure.")):
+             "output is not its own plain output (transformers' against hf-plain, llama.cpp's against "
+             "llamacpp-plain; for llama.cpp: kernels that round differently for batches, docs/llamacpp.md). Its "
+             "speed is shown but is not a like-for-like figure.")):
         if not group:
             continue
         lines += [f'## {FAIL} <span style="color:red">FAILED: {len(group)} run(s) of {title}</span>', "", why, "",
@@ -225,27 +165,18 @@ def _setup(meta: dict, rows: list[dict]) -> list[str]:
     return lines + [""]
 
 
-def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
-    out: dict[tuple, list[dict]] = defaultdict(list)
-    for r in rows:
-        out[tuple(r[k] for k in keys)].append(r)
-    return out
-
-
-def _workloads(rows: list[dict]) -> list[str]:
-    return list(dict.fromkeys(r["workload"] for r in rows))
-
-
 def _summary_table(rows: list[dict]) -> list[str]:
-    methods = [m for m in _order(r["method"] for r in rows)]
-    by = _by(rows, "workload", "method")
+    methods = [m for m in in_method_order(r["method"] for r in rows)]
+    by = group_by(rows, "workload", "method")
     lines = ["## End-to-end speedup over plain decoding (median)", "",
+             "Each tool's methods against its own plain decoding: quickdraft's against plain, transformers' against "
+             "hf-plain, llama.cpp's against llamacpp-plain. The tools against each other: the head-to-head table.", "",
              "| workload | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
-    for w in _workloads(rows):
+    for w in workloads_in(rows):
         cells = []
         for m in methods:
             rs = by.get((w, m), [])
-            med = _median(r.get("speedup") for r in rs)
+            med = median_of(r.get("speedup") for r in rs)
             cell = "–" if med is None else f"{med:.2f}x"
             if rs and rs[0]["exact"] and any(r.get("identical") is False for r in rs):
                 cell = f"{FAIL} {cell}"
@@ -255,19 +186,24 @@ def _summary_table(rows: list[dict]) -> list[str]:
 
 
 def _head_to_head(rows: list[dict], meta: dict) -> list[str]:
-    """Each quickdraft method against the other tools' nearest methods (Method.rivals), task by task."""
-    tps = {(r["workload"], r["task"], r["method"], r["repeat"]): r.get("tokens_per_s") for r in rows}
+    """Each quickdraft method against the other tools' nearest methods (Method.rivals), task by task, and whether the
+    two wrote the same tokens (each tool's exactness is against its own plain decoding; this is across tools)."""
+    by_key = {(r["workload"], r["task"], r["method"], r["repeat"]): r for r in rows}
     table = []
-    for w in _workloads(rows):
-        for m in _order(r["method"] for r in rows if r["workload"] == w):
+    for w in workloads_in(rows):
+        for m in in_method_order(r["method"] for r in rows if r["workload"] == w):
             for rival in METHODS[m].rivals if m in METHODS else ():
-                pairs = [(tps[k], tps.get((w, k[1], rival, k[3]))) for k in tps if k[0] == w and k[2] == m]
-                pairs = [(a, b) for a, b in pairs if a and b]
+                pairs = [(r, by_key.get((w, k[1], rival, k[3]))) for k, r in by_key.items() if k[0] == w and k[2] == m]
+                pairs = [(a, b) for a, b in pairs if b is not None and a.get("tokens_per_s") and b.get("tokens_per_s")]
                 if pairs:
-                    ratios = [a / b for a, b in pairs]
-                    table.append(f"| {w} | {m} | {rival} | {_spread(ratios, suffix='x')} | "
-                                 f"{sum(x > 1 for x in ratios)}/{len(ratios)} | {_median(a for a, _ in pairs):.2f} | "
-                                 f"{_median(b for _, b in pairs):.2f} |")
+                    ratios = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in pairs]
+                    same = [a["output_tokens"] == b["output_tokens"] for a, b in pairs
+                            if a.get("output_tokens") is not None and b.get("output_tokens") is not None]
+                    table.append(f"| {w} | {m} | {rival} | {spread_cell(ratios, suffix='x')} | "
+                                 f"{sum(x > 1 for x in ratios)}/{len(ratios)} | "
+                                 f"{median_of(a['tokens_per_s'] for a, _ in pairs):.2f} | "
+                                 f"{median_of(b['tokens_per_s'] for _, b in pairs):.2f} | "
+                                 f"{f'{sum(same)}/{len(same)}' if same else '–'} |")
     if not table:
         return []
     runner = meta.get("config", {}).get("runner", "transformers")
@@ -275,9 +211,11 @@ def _head_to_head(rows: list[dict], meta: dict) -> list[str]:
             f"End-to-end tokens/s of a quickdraft method (on the {runner} runner) over the other tool's nearest "
             "method, on the same task and repeat: above 1.00x quickdraft is faster. transformers runs on the same "
             "loaded weights; llama.cpp on the model's GGUF (quantised: on the transformers runner, a speed "
-            "comparison of the two tools, not of the same arithmetic).", "",
+            "comparison of the two tools, not of the same arithmetic). same output: runs where both wrote the same "
+            "tokens; the two tools' plain decodings may differ (other kernels sum in another order), which is not a "
+            "failure of either: each one's drafted methods are checked against its own plain decoding.", "",
             "| workload | quickdraft | against | ratio median [min–max] | quickdraft ahead | quickdraft tok/s | "
-            "theirs tok/s |", "|---|---|---|---|---|---|---|", *table, ""]
+            "theirs tok/s | same output |", "|---|---|---|---|---|---|---|---|", *table, ""]
 
 
 def _slower_than_plain(rows: list[dict]) -> list[str]:
@@ -286,9 +224,9 @@ def _slower_than_plain(rows: list[dict]) -> list[str]:
                and r.get("speedup") is not None]
     if not drafted:
         return []
-    by = _by(drafted, "workload", "method")
+    by = group_by(drafted, "workload", "method")
     slow_runs = [r for r in drafted if r["speedup"] < 1]
-    slow_cells = [(k, rs) for k, rs in by.items() if _median(r["speedup"] for r in rs) < 1]
+    slow_cells = [(k, rs) for k, rs in by.items() if median_of(r["speedup"] for r in rs) < 1]
     lines = ["## Slower than plain decoding?", ""]
     if not slow_cells:
         lines.append("No quickdraft method has a median end-to-end speedup below 1.00x on any workload.")
@@ -296,7 +234,7 @@ def _slower_than_plain(rows: list[dict]) -> list[str]:
         lines += ["Workloads where a quickdraft method's median end-to-end speedup is below 1.00x:", "",
                   "| workload | method | median speedup | runs below 1.00x |", "|---|---|---|---|"]
         for (w, m), rs in slow_cells:
-            lines.append(f"| {w} | {m} | {_median(r['speedup'] for r in rs):.2f}x | "
+            lines.append(f"| {w} | {m} | {median_of(r['speedup'] for r in rs):.2f}x | "
                          f"{sum(r['speedup'] < 1 for r in rs)}/{len(rs)} |")
         lines.append("")
     worst = sorted(slow_runs, key=lambda r: r["speedup"])[:10]
@@ -318,7 +256,10 @@ def _quality_table(rows: list[dict]) -> list[str]:
         return []
     from .scoring import bootstrap
 
-    base = {(r["workload"], r["task"], r["repeat"]): r["scores"] for r in scored if r["method"] == r["baseline"]}
+    # each baseline's scores by (workload, task, baseline, repeat): several baselines score the same task (plain,
+    # plain-sampled, each other tool's plain decoding), and a method is paired with its own
+    base = {(r["workload"], r["task"], r["method"], r["repeat"]): r["scores"] for r in scored
+            if r["method"] == r["baseline"]}
     lines = ["## Quality of the answers", "",
              "Mean score over the runs of each workload (95 % bootstrap interval over runs), scored against the "
              "task's reference: HumanEval pass@1 by its own tests, math_reasoning accuracy of the final number, "
@@ -330,13 +271,13 @@ def _quality_table(rows: list[dict]) -> list[str]:
              "difference interval should hold 0.", "",
              "| workload | method | runs | score | mean [95 % interval] | difference [95 % interval], pairs | "
              "median speedup |", "|---|---|---|---|---|---|---|"]
-    for (w, m), rs in _by(scored, "workload", "method").items():
+    for (w, m), rs in group_by(scored, "workload", "method").items():
         for name in sorted({k for r in rs for k in r["scores"]}):
             values = [r["scores"][name] for r in rs if name in r["scores"]]
             mean, lo, hi = bootstrap(values)
             by_task: dict[str, list[float]] = {}  # task -> its differences, one per repeat
             for r in rs:
-                b = base.get((w, r["task"], r["repeat"]), {})
+                b = base.get((w, r["task"], r["baseline"], r["repeat"]), {})
                 if r["method"] != r["baseline"] and name in r["scores"] and name in b:
                     by_task.setdefault(r["task"], []).append(r["scores"][name] - b[name])
             paired = ""
@@ -349,7 +290,7 @@ def _quality_table(rows: list[dict]) -> list[str]:
                 paired = f"{sum(diffs) / len(diffs):+.1f} [{dlo:+.1f} to {dhi:+.1f}], {len(diffs)}"
                 if len(diffs) > len(by_task):
                     paired += f" ({len(by_task)} tasks)"
-            speed = _median(r.get("speedup") for r in rs)
+            speed = median_of(r.get("speedup") for r in rs)
             lines.append(f"| {w} | {m} | {len(values)} | {name} | {mean:.1f} [{lo:.1f}-{hi:.1f}] | {paired} | "
                          f"{'' if speed is None else f'{speed:.2f}x'} |")
     return lines + [""]
@@ -357,8 +298,8 @@ def _quality_table(rows: list[dict]) -> list[str]:
 
 def _workload_tables(rows: list[dict]) -> list[str]:
     lines = ["## Results per workload", ""]
-    by = _by(rows, "workload", "method")
-    for w in _workloads(rows):
+    by = group_by(rows, "workload", "method")
+    for w in workloads_in(rows):
         tasks = {r["task"] for r in rows if r["workload"] == w}
         repeats = {r["repeat"] for r in rows if r["workload"] == w}
         lossy = any(r.get("kl_per_token") is not None for r in rows if r["workload"] == w)
@@ -367,20 +308,20 @@ def _workload_tables(rows: list[dict]) -> list[str]:
                   "accepted/pass | accepted | rejected | target passes | draft forwards | output tokens | peak RSS MiB |"
                   + (" KL/token |" if lossy else ""),
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if lossy else "")]
-        for m in _order(r["method"] for r in rows if r["workload"] == w):
+        for m in in_method_order(r["method"] for r in rows if r["workload"] == w):
             rs = by[(w, m)]
-            # the KL spent is known for a bounded rule only (rows before 2026-11-25 gave typical / threshold 0)
+            # the KL spent is known for a bounded rule only (older rows gave typical / threshold 0)
             kl = [r.get("kl_per_token") for r in rs] if kl_bound(m) is not None else []
-            extra = [_spread(kl, fmt="{:.4f}")] if lossy else []
+            extra = [spread_cell(kl, fmt="{:.4f}")] if lossy else []
             lines.append(" | ".join([
                 f"| {m}", str(len(rs)), _identical_cell(rs),
-                _spread(r.get("tokens_per_s") for r in rs), _spread(r.get("decode_tokens_per_s") for r in rs),
-                _spread((r.get("speedup") for r in rs), suffix="x"), _spread((r.get("speedup_decode") for r in rs), suffix="x"),
-                _spread(r.get("accepted_per_pass") for r in rs),
-                _mean(r.get("accepted") for r in rs), _mean(r.get("rejected") for r in rs),
-                _mean(r.get("target_passes") for r in rs), _mean(r.get("draft_forwards") for r in rs),
-                _mean(r.get("completion_tokens") for r in rs),
-                _spread((r.get("peak_rss_mib") for r in rs), fmt="{:.0f}"), *extra,
+                spread_cell(r.get("tokens_per_s") for r in rs), spread_cell(r.get("decode_tokens_per_s") for r in rs),
+                spread_cell((r.get("speedup") for r in rs), suffix="x"), spread_cell((r.get("speedup_decode") for r in rs), suffix="x"),
+                spread_cell(r.get("accepted_per_pass") for r in rs),
+                mean_cell(r.get("accepted") for r in rs), mean_cell(r.get("rejected") for r in rs),
+                mean_cell(r.get("target_passes") for r in rs), mean_cell(r.get("draft_forwards") for r in rs),
+                mean_cell(r.get("completion_tokens") for r in rs),
+                spread_cell((r.get("peak_rss_mib") for r in rs), fmt="{:.0f}"), *extra,
             ]) + " |")
         lines.append("")
     return lines
@@ -390,17 +331,17 @@ def _prediction_table(rows: list[dict]) -> list[str]:
     pred = [r for r in rows if r.get("prediction_tokens") is not None]
     if not pred:
         return []
-    methods = _order(r["method"] for r in pred if METHODS.get(r["method"]) and METHODS[r["method"]].uses_prediction)
+    methods = in_method_order(r["method"] for r in pred if METHODS.get(r["method"]) and METHODS[r["method"]].uses_prediction)
     lines = ["## Predictions: how much survives, and what it buys", "",
              "Per task: prediction length, share of the prediction found in plain decoding's output, share of "
              "that output found in the prediction (difflib matching blocks, in tokens), and the median "
              "end-to-end speedup of each prediction method.", "",
              "| workload | task | prediction tokens | prediction kept | output from prediction | " + " | ".join(methods) + " |",
              "|---|---|---|---|---|" + "---|" * len(methods)]
-    by = _by(pred, "workload", "task")
+    by = group_by(pred, "workload", "task")
     for (w, t), rs in by.items():
         r0 = rs[0]
-        cells = [_spread((r.get("speedup") for r in rs if r["method"] == m), suffix="x") for m in methods]
+        cells = [spread_cell((r.get("speedup") for r in rs if r["method"] == m), suffix="x") for m in methods]
         lines.append(f"| {w} | {t} | {r0['prediction_tokens']} | {_pct(r0.get('prediction_kept'))} | "
                      f"{_pct(r0.get('output_from_prediction'))} | " + " | ".join(cells) + " |")
     return lines + [""]
@@ -414,25 +355,27 @@ def _details(rows: list[dict]) -> list[str]:
     lines = ["<details><summary>Per task (median over repeats [min–max])</summary>", "",
              "| workload | task | method | runs | identical | seconds | tok/s | speedup | accepted | rejected | passes |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    by = _by(rows, "workload", "task", "method")
-    for (w, t, m), rs in sorted(by.items(), key=lambda kv: (_workloads(rows).index(kv[0][0]), kv[0][1],
+    by = group_by(rows, "workload", "task", "method")
+    for (w, t, m), rs in sorted(by.items(), key=lambda kv: (workloads_in(rows).index(kv[0][0]), kv[0][1],
                                                              list(METHODS).index(kv[0][2]) if kv[0][2] in METHODS else 99)):
-        lines.append(f"| {w} | {t} | {m} | {len(rs)} | {_identical_cell(rs)} | {_spread(r.get('seconds') for r in rs)} | "
-                     f"{_spread(r.get('tokens_per_s') for r in rs)} | {_spread((r.get('speedup') for r in rs), suffix='x')} | "
-                     f"{_mean(r.get('accepted') for r in rs)} | {_mean(r.get('rejected') for r in rs)} | "
-                     f"{_mean(r.get('target_passes') for r in rs)} |")
+        lines.append(f"| {w} | {t} | {m} | {len(rs)} | {_identical_cell(rs)} | {spread_cell(r.get('seconds') for r in rs)} | "
+                     f"{spread_cell(r.get('tokens_per_s') for r in rs)} | {spread_cell((r.get('speedup') for r in rs), suffix='x')} | "
+                     f"{mean_cell(r.get('accepted') for r in rs)} | {mean_cell(r.get('rejected') for r in rs)} | "
+                     f"{mean_cell(r.get('target_passes') for r in rs)} |")
     return lines + ["", "</details>", ""]
 
 
 def _legend() -> list[str]:
     return ["## Columns", "",
-            "- identical: runs whose output equals plain greedy decoding of the same runner, token for token "
-            "(all turns). Exact methods must be identical; a difference is marked " + FAIL + ". Lossy methods "
+            "- identical: runs whose output equals plain greedy decoding by the same tool, token for token (all "
+            "turns): quickdraft's on the same runner (plain), transformers' own (hf-plain), llama.cpp's own "
+            "(llamacpp-plain). Exact methods must be identical; a difference is marked " + FAIL + ". Lossy methods "
             "(mentored) are shown for information.",
             "- tok/s end to end: output tokens / wall time of the whole generation (tokenising the prompt, "
             "prefill, decoding; all turns). tok/s decode: output tokens / decode time (after the prefill; for "
             "transformers and llama.cpp, after the first forward call).",
-            "- speedup: end-to-end tok/s over the baseline's (plain of the same runner) on the same task and repeat; "
+            "- speedup: end-to-end tok/s over the baseline's (the same tool's plain decoding) on the same task and "
+            "repeat; "
             "speedup decode: the same with decode tok/s.",
             "- accepted/pass: accepted draft tokens per target forward pass. accepted / rejected: draft tokens kept "
             "/ verified and not kept (OpenAI's meaning), mean per run. For transformers they are derived from "
@@ -444,158 +387,3 @@ def _legend() -> list[str]:
             "one seed per task and repeat; their baseline is plain-sampled and they are compared for speed only "
             "(speculative sampling is exact in distribution, not draw for draw). KL/token: mean KL(target || "
             "output) per output token that mentored acceptance reports (nats).", ""]
-
-
-# -- plots --------------------------------------------------------------------------------------------
-
-def write_plots(out: Path, rows: list[dict]) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    folder = Path(out) / PLOTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    drafting = [r for r in rows if r["method"] != r["baseline"]]
-    paths.append(_bars(plt, drafting, "speedup", "end-to-end speedup over plain decoding (median, min–max)",
-                       folder / "speedup.png", ref_line=1.0))
-    paths.append(_bars(plt, [r for r in drafting if r.get("accepted_per_pass") is not None], "accepted_per_pass",
-                       "accepted draft tokens per target pass (median, min–max)", folder / "accepted_per_pass.png"))
-    paths.append(_survival(plt, rows, folder / "prediction_survival.png"))
-    paths += [_pareto(plt, rows, w, folder / f"pareto_{w}.png") for w in _workloads([r for r in rows if r.get("scores")])]
-    if any(kl_bound(r["method"]) is not None for r in rows):
-        paths.append(_kl_used(plt, rows, folder / "kl_used.png"))
-    return paths
-
-
-def kl_bound(method: str) -> float | None:
-    """The KL bound D of a mentored method ("mentored-kl0.1" -> 0.1; methods.mentored_method names them), else None."""
-    prefix = "mentored-kl"
-    return float(method[len(prefix):]) if method.startswith(prefix) else None
-
-
-def _pareto(plt: Any, rows: list[dict], workload: str, path: Path) -> Path:
-    """Speed against quality, one point per method (issue 21): median end-to-end speedup over plain (bars: the
-    middle half of the tasks) against the mean score (bars: 95 % bootstrap interval), one panel per score."""
-    from .scoring import bootstrap
-
-    scored = [r for r in rows if r["workload"] == workload and r.get("scores")]
-    names = sorted({k for r in scored for k in r["scores"]})
-    fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 5.0), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        for m in _order(r["method"] for r in scored):
-            rs = [r for r in scored if r["method"] == m and name in r["scores"]]
-            speeds = sorted(r["speedup"] for r in rs if r.get("speedup") is not None)
-            if not rs or not speeds:
-                continue
-            mean, lo, hi = bootstrap([r["scores"][name] for r in rs])
-            x = statistics.median(speeds)
-            q1, q3 = speeds[(len(speeds) - 1) // 4], speeds[(3 * (len(speeds) - 1) + 3) // 4]
-            exact = rs[0].get("exact") in (True, "True")
-            ax.errorbar([x], [mean], xerr=[[x - q1], [q3 - x]], yerr=[[mean - lo], [hi - mean]], fmt="o" if exact else "^",
-                        color=_color(plt, m), capsize=3, label=m + ("" if exact else " (lossy)"))
-            ax.annotate(m.replace("-sampled", ""), (x, mean), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        ax.set_xlabel("end-to-end speedup over plain (median; bars: middle half of the tasks)")
-        ax.set_ylabel(f"{name} (mean; bars: 95 % bootstrap interval)")
-        ax.set_title(f"{workload}: speed against {name}")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def _kl_used(plt: Any, rows: list[dict], path: Path) -> Path:
-    """Mean KL(target || emitted) per output token each run of a mentored method reported, against its bound D."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    runs = [r for r in rows if kl_bound(r["method"]) is not None and r.get("kl_per_token") is not None]
-    bounds = sorted({kl_bound(r["method"]) for r in runs})
-    floor = 1e-5  # a run that used no KL at all is drawn here on the log scale
-    for i, w in enumerate(_workloads(runs)):
-        xs = [kl_bound(r["method"]) * 1.06 ** i for r in runs if r["workload"] == w]  # side by side per workload
-        ax.scatter(xs, [max(floor, r["kl_per_token"]) for r in runs if r["workload"] == w], s=12, alpha=0.6, label=w)
-    if bounds:
-        ax.plot(bounds, bounds, color="black", linewidth=0.8, linestyle="--", label="the bound D")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
-    else:
-        ax.text(0.5, 0.5, "no mentored runs with KL reported", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel("KL bound D (nats per token)")
-    ax.set_ylabel("KL used per output token, one point per run")
-    ax.set_title("mentored decoding: KL used against the bound")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def _bars(plt: Any, rows: list[dict], field: str, title: str, path: Path, ref_line: float | None = None) -> Path:
-    workloads = _workloads(rows)
-    methods = _order(r["method"] for r in rows)
-    fig, ax = plt.subplots(figsize=(min(20.0, max(7.0, 1.5 + 0.15 * len(workloads) * max(1, len(methods)))), 4.8))
-    if not rows:
-        ax.text(0.5, 0.5, "no runs to show", ha="center", va="center", transform=ax.transAxes)
-    width = 0.8 / max(1, len(methods))
-    by = _by(rows, "workload", "method")
-    for j, m in enumerate(methods):
-        xs, meds, lo, hi = [], [], [], []
-        for i, w in enumerate(workloads):
-            vals = [r.get(field) for r in by.get((w, m), []) if r.get(field) is not None]
-            if not vals:
-                continue
-            med = statistics.median(vals)
-            xs.append(i - 0.4 + width * (j + 0.5))
-            meds.append(med)
-            lo.append(med - min(vals))
-            hi.append(max(vals) - med)
-        if xs:
-            bad = any(r["exact"] and r.get("identical") is False for w in workloads for r in by.get((w, m), []))
-            ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2, label=m + (" (NOT IDENTICAL)" if bad else ""),
-                   color=_color(plt, m), edgecolor="red" if bad else None, linewidth=2 if bad else 0)
-    if ref_line is not None:
-        ax.axhline(ref_line, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xticks(range(len(workloads)))
-    ax.set_xticklabels(workloads, rotation=20, ha="right")
-    ax.set_title(title)
-    if methods:
-        ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def _color(plt: Any, method: str) -> Any:
-    """One colour per method, the same in every plot (mentored bounds: along one colour map, by log D)."""
-    import math
-
-    bound = kl_bound(method)
-    if bound is not None and bound > 0:
-        return plt.get_cmap("viridis")(min(0.9, max(0.0, (math.log10(bound) + 2.5) / 3.0)))
-    names = list(METHODS)
-    return plt.get_cmap("tab20")(names.index(method) % 20 if method in names else 19)
-
-
-def _survival(plt: Any, rows: list[dict], path: Path) -> Path:
-    pred = [r for r in rows if r.get("output_from_prediction") is not None and METHODS.get(r["method"])
-            and METHODS[r["method"]].uses_prediction and r.get("speedup") is not None]
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    if not pred:
-        ax.text(0.5, 0.5, "no prediction runs (workloads edit_eval, refactor)", ha="center", va="center",
-                transform=ax.transAxes)
-    for m in _order(r["method"] for r in pred):
-        rs = [r for r in pred if r["method"] == m]
-        ax.scatter([100 * r["output_from_prediction"] for r in rs], [r["speedup"] for r in rs], label=m, s=18, alpha=0.7,
-                   color=_color(plt, m))
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xlabel("share of plain decoding's output found in the prediction (%)")
-    ax.set_ylabel("end-to-end speedup over plain")
-    ax.set_title("predictions: speedup against how much of the prediction survives")
-    if pred:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
