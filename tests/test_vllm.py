@@ -132,11 +132,272 @@ def test_cli_refuses_engine_only_options_before_any_work(capsys):
     assert "--draft-model apply to quickdraft's own engine" in capsys.readouterr().err
     assert cli.main(["serve", "--engine", "vllm", "--num-speculative-tokens", "0"]) == 2
     assert "num-speculative-tokens" in capsys.readouterr().err
+    assert cli.main(["serve", "--engine", "vllm", "--max-queue", "3"]) == 2
+    assert "--max-queue apply to quickdraft's own engine" in capsys.readouterr().err
+    assert cli.main(["serve", "--engine", "vllm", "--max-body-bytes", "10"]) == 2
+    assert "--max-body-bytes must be an integer >= 1024; got 10" in capsys.readouterr().err
 
 
-class CharTokenizer:
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
+def test_the_body_limit_reaches_vllm_as_middleware_and_environment():
+    from quickdraft.vllm.limits import MAX_BODY_ENV
+    from quickdraft.vllm.serve import environment
+
+    c = ServeConfig(model="/m", served_name="m", max_body_bytes=4096)
+    argv = command(c, "/py")
+    named = [argv[i + 1] for i, a in enumerate(argv) if a == "--middleware"]
+    assert named == ["quickdraft.vllm.limits.OpenAIErrors", "quickdraft.vllm.limits.BodyLimit"]  # the last: outermost
+    assert environment(c)[MAX_BODY_ENV] == "4096"
+    assert environment(ServeConfig(model="/m", served_name="m"))[MAX_BODY_ENV] == str(8 << 20)
+
+
+# -- the body limit (limits.BodyLimit), as ASGI without a server ----------------------------------------
+
+def asgi(middleware, headers: dict[str, str], chunks: list[bytes], path: str = "/v1/chat/completions"):
+    """(status, body, what the app received or None if it was not called) for one request through `middleware`."""
+    import asyncio
+
+    got: dict = {}
+
+    async def app(scope, receive, send):
+        message = await receive()
+        got["body"], got["more"] = message["body"], message["more_body"]
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def run():
+        pending = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+        sent: list[dict] = []
+
+        async def receive():
+            return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": path,
+                 "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+        await middleware(app)(scope, receive, send)
+        return sent, pending
+
+    sent, left = asyncio.run(run())
+    status = sent[0]["status"]
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    return status, body, (got or None), left
+
+
+def test_the_body_limit_refuses_large_bodies_before_the_app_reads_them():
+    from quickdraft.vllm.limits import BodyLimit, DRAIN_LIMIT
+
+    limit = lambda app: BodyLimit(app, max_body_bytes=2048)  # noqa: E731
+    # within the limit: the app gets the whole body in one message, as sent
+    status, body, got, _ = asgi(limit, {"content-length": "1500"}, [b"a" * 1000, b"b" * 500])
+    assert (status, body, got) == (200, b"ok", {"body": b"a" * 1000 + b"b" * 500, "more": False})
+    # a Content-Length over the limit: 413 from the header, the app never called; the body is drained so that a
+    # client that sends it all first reads the answer
+    status, body, got, left = asgi(limit, {"content-length": "4096"}, [b"x" * 2048, b"x" * 2048])
+    assert status == 413 and got is None and left == []
+    error = json.loads(body)["error"]
+    assert error["code"] == 413 and "larger than this server's limit of 2048 bytes" in error["message"]
+    # one that claims more than is worth draining: answered at once, nothing read
+    status, _, got, left = asgi(limit, {"content-length": str(DRAIN_LIMIT + 1)}, [b"x" * 100])
+    assert status == 413 and got is None and len(left) == 1
+    # chunked (no Content-Length): cut off where it passes the limit
+    status, _, got, _ = asgi(limit, {"transfer-encoding": "chunked"}, [b"y" * 1024] * 3)
+    assert status == 413 and got is None
+    status, _, got, _ = asgi(limit, {"transfer-encoding": "chunked"}, [b"y" * 1024] * 2)
+    assert status == 200 and got["body"] == b"y" * 2048
+    # no body at all (GET /health): passed through untouched
+    status, _, got, _ = asgi(limit, {}, [b""], path="/health")
+    assert status == 200 and got == {"body": b"", "more": False}
+    status, body, got, _ = asgi(limit, {"content-length": "lots"}, [b"{}"])
+    assert status == 400 and got is None and "Content-Length" in json.loads(body)["error"]["message"]
+
+
+def test_an_oversized_body_is_drained_only_while_it_keeps_coming(monkeypatch):
+    """A client that announced too large a body and then sends nothing, or waits for 100 Continue, is answered
+    without waiting for it."""
+    import asyncio
+    import time as clock
+
+    from quickdraft.vllm import limits
+
+    monkeypatch.setattr(limits, "DRAIN_IDLE", 0.05)
+    sent: list[dict] = []
+
+    async def stalled():  # one piece, then nothing more
+        if not sent:
+            sent.append({})
+            return {"type": "http.request", "body": b"x" * 100, "more_body": True}
+        await asyncio.sleep(3600)
+
+    async def answer(headers):
+        out = []
+
+        async def send(message):
+            out.append(message)
+
+        scope = {"type": "http", "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+        await limits.BodyLimit(None, max_body_bytes=2048)(scope, stalled, send)
+        return out[0]["status"]
+
+    t = clock.perf_counter()
+    assert asyncio.run(answer({"content-length": "4096"})) == 413 and clock.perf_counter() - t < 2
+    sent.clear()
+    assert asyncio.run(answer({"content-length": "4096", "expect": "100-continue"})) == 413 and not sent
+
+
+def test_error_answers_become_openai_error_objects():
+    from quickdraft.vllm.limits import OpenAIErrors
+
+    def answer(status: int, body: bytes, content_type: bytes = b"application/json"):
+        import asyncio
+
+        async def app(scope, receive, send):
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body[:3], "more_body": True})
+            await send({"type": "http.response.body", "body": body[3:]})
+
+        async def run():
+            out = []
+
+            async def send(message):
+                out.append(message)
+
+            await OpenAIErrors(app)({"type": "http", "headers": []}, None, send)
+            return out
+
+        out = asyncio.run(run())
+        whole = b"".join(m.get("body", b"") for m in out[1:])
+        assert dict(out[0]["headers"])[b"content-length"] == str(len(whole)).encode()
+        return out[0]["status"], whole
+
+    assert answer(404, b'{"detail": "Not Found"}') == (404, b'{"error": {"message": "Not Found", "type": '
+                                                       b'"NotFoundError", "param": null, "code": 404}}')
+    assert json.loads(answer(401, b'{"error": "Unauthorized"}')[1])["error"]["message"] == "Unauthorized"
+    assert json.loads(answer(422, b'{"detail": [{"loc": ["body"]}]}')[1])["error"]["message"] == '[{"loc": ["body"]}]'
+    ours = b'{"error": {"message": "m", "type": "BadRequestError", "param": null, "code": 400}}'
+    assert answer(400, ours) == (400, ours)  # already one: untouched
+    assert answer(200, b'{"detail": "fine"}') == (200, b'{"detail": "fine"}')  # not an error
+    assert answer(500, b"plain text", b"text/plain") == (500, b"plain text")  # not JSON
+
+
+def test_the_body_limit_comes_from_the_environment(monkeypatch):
+    from quickdraft.vllm.limits import DEFAULT_MAX_BODY, MAX_BODY_ENV, BodyLimit
+
+    monkeypatch.delenv(MAX_BODY_ENV, raising=False)
+    assert BodyLimit(None).limit == DEFAULT_MAX_BODY == 8 << 20
+    monkeypatch.setenv(MAX_BODY_ENV, "5000")
+    assert BodyLimit(None).limit == 5000
+    monkeypatch.setenv(MAX_BODY_ENV, "12")
+    with pytest.raises(QuickdraftError, match=f"{MAX_BODY_ENV} must be an integer >= 1024; got 12"):
+        BodyLimit(None)
+
+
+# -- the API server's checks (patches.py), on requests shaped like vLLM's --------------------------------
+
+def fake_request(**fields):
+    """A pydantic request with vLLM's habits: declared fields plus any unknown ones kept in model_extra."""
+    from pydantic import BaseModel, ConfigDict
+
+    class FakeRequest(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        n: int | None = 1
+        vllm_xargs: dict | None = None
+
+    return FakeRequest(**fields)
+
+
+def test_a_prediction_is_bounded_before_it_is_tokenized(monkeypatch):
+    from quickdraft.vllm import patches
+
+    monkeypatch.setitem(patches._state, "proposer", True)
+    ok = fake_request(prediction={"type": "content", "content": "x" * 64})
+    assert patches.check_request(ok, max_model_len=2) is None
+    long = fake_request(prediction={"type": "content", "content": [{"type": "text", "text": "x" * 40}] * 2})
+    param, message = patches.check_request(long, max_model_len=2)
+    assert param == "prediction" and message == ("The prediction has 80 characters; this server accepts at most 64 "
+                                                 "(32 per token of its 2-token context).")
+    # the prediction's ids come from the API server's tokenizer only, never from a client
+    for key in ("qd_prediction_ids", "qd_prediction", "qd_anything"):
+        param, message = patches.check_request(fake_request(vllm_xargs={key: [1, 2]}), max_model_len=2)
+        assert param == "vllm_xargs" and f"vllm_xargs.{key} is not a quickdraft option a request can set" in message
+
+
+def test_the_prediction_is_tokenized_off_the_event_loop_and_reaches_only_its_request(tmp_path):
+    import asyncio
+
+    from quickdraft.vllm import patches
+
+    folder = save_tiny_llama(tmp_path / "tiny")
+    config = SimpleNamespace(tokenizer=str(folder), tokenizer_revision=None, trust_remote_code=False, max_model_len=8)
+    fits, over = fake_request(prediction={"type": "content", "content": "abcdefgh"}), \
+        fake_request(prediction={"type": "content", "content": "abcdefghi"})
+
+    async def serve(request):  # what _check_model, then to_sampling_params, do in one request's task
+        problem = await patches.prepare_prediction(config, request)
+        return problem or patches.sampling_extra_args(request, {"qd_sizing": "off", "qd_prediction_ids": [9]})
+
+    assert asyncio.run(serve(fits)) == {"qd_sizing": "off", "qd_prediction_ids": [ord(c) - 29 for c in "abcdefgh"]}
+    assert asyncio.run(serve(over)) == ("prediction", "The prediction has 9 tokens; this server's context holds at "
+                                        "most 8 (its max model length), and a prediction cannot be longer than the "
+                                        "output it predicts.")
+    # without a prediction: nothing added, and ids a client put in vllm_xargs dropped
+    assert patches.sampling_extra_args(fake_request(), {"qd_prediction_ids": [1]}) is None
+
+    async def crossed():  # ids held for one request never reach another
+        await patches.prepare_prediction(config, fits)
+        return patches.sampling_extra_args(fake_request(prediction={"type": "content", "content": "ab"}), None)
+
+    with pytest.raises(RuntimeError, match="without passing _check_model"):
+        asyncio.run(crossed())
+
+
+def test_a_request_whose_drafting_raises_drafts_nothing_and_the_others_go_on(monkeypatch, caplog):
+    """The proposer runs in vLLM's engine step, where an exception would stop the engine: ids that are not what the
+    API server makes (here: more than the context) leave that request without drafts, logged, and the rest draft."""
+    p = Proposer.__new__(Proposer)
+    p.configure(8, 1000)
+    sim = SimulatedVLLM(p, (0.05, 0.0005), monkeypatch)
+    sim.add("bad", "edit:", TEXT[:200], qd_prediction_ids=list(range(1001)))
+    sim.add("good", "edit:", TEXT[:200], qd_prediction_ids=ids(TEXT[:200]))
+    sim.run()
+    drafted = [lengths for rows, lengths in sim.drafted if rows == 2]
+    assert drafted and all(n[0] == 0 for n in drafted) and sum(n[1] for n in drafted) >= 100
+    assert "drafting for request bad failed" in caplog.text and "at most 1000 token ids" in caplog.text
+    sim.runner.input_batch.req_ids = []
+    assert p.propose([], None, None) == [] and p.failed == set() and p.requests == {}  # forgotten once both ended
+
+
+# -- vLLM versions the plugin was not tested with --------------------------------------------------------
+
+def test_an_untested_vllm_is_left_untouched_with_one_warning(monkeypatch, caplog):
+    import quickdraft.vllm as plugin
+    from quickdraft.vllm import patches
+
+    monkeypatch.setattr(plugin, "vllm_version", lambda: "0.33.0")
+    monkeypatch.setattr(patches, "apply", lambda: pytest.fail("patched an untested vLLM"))
+    plugin.register()
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "tested with vLLM 0.32.0, not 0.33.0" in warnings[0].getMessage()
+    assert "plugin is inactive and this vLLM runs unchanged" in warnings[0].getMessage()
+    config = SimpleNamespace(speculative_config=SimpleNamespace(num_speculative_tokens=8),
+                             model_config=SimpleNamespace(max_model_len=64))
+    with pytest.raises(RuntimeError, match=r"tested with vLLM 0.32.0, not 0.33.0.*Install vllm==0.32.0"):
+        Proposer(config)  # asking for quickdraft's proposer is refused
+
+
+def test_the_launcher_refuses_an_untested_vllm_before_pulling_a_model(monkeypatch, capsys):
+    from quickdraft import models
+
+    monkeypatch.setattr(serve, "vllm_python", lambda: sys.executable)
+    monkeypatch.setattr(serve, "installed_version", lambda python: "0.33.0")
+    monkeypatch.setattr(models, "resolve", lambda name: pytest.fail("pulled a model for a vLLM it cannot serve"))
+    assert cli.main(["serve", "--engine", "vllm", "--model", "smollm2-135m"]) == 2
+    err = capsys.readouterr().err
+    assert "tested with vLLM 0.32.0, not 0.33.0" in err and sys.executable in err
+    monkeypatch.setattr(serve, "installed_version", lambda python: "0.32.0")
+    serve.check_installed(sys.executable)  # the tested one passes
 
 
 class SimulatedVLLM:
@@ -188,8 +449,13 @@ class SimulatedVLLM:
 
 def proposer(k: int = 32) -> Proposer:
     p = Proposer.__new__(Proposer)
-    p.configure(k, 100_000, CharTokenizer())
+    p.configure(k, 100_000)
     return p
+
+
+def ids(text: str) -> list[int]:
+    """A text as the token ids the API server's patch hands the proposer (one per character here)."""
+    return [ord(c) for c in text]
 
 
 TEXT = "def total(xs):\n    s = 0\n    for x in xs:\n        s += x\n    return s\n" * 6
@@ -197,7 +463,7 @@ TEXT = "def total(xs):\n    s = 0\n    for x in xs:\n        s += x\n    return 
 
 def test_the_proposer_drafts_long_for_one_request_on_flat_costs(monkeypatch):
     sim = SimulatedVLLM(proposer(), (0.05, 0.0005), monkeypatch)  # a 33-token step costs 1.3 one-token steps
-    sim.add("r", "edit:", TEXT, qd_prediction=TEXT)
+    sim.add("r", "edit:", TEXT, qd_prediction_ids=ids(TEXT))
     sim.run()
     lengths = [n[0] for _, n in sim.drafted if n]
     assert len(sim.drafted) <= math.ceil(len(TEXT) / 33) + 2 and max(lengths) == 32
@@ -211,10 +477,10 @@ def test_the_proposer_cuts_unlikely_drafts_under_load_and_keeps_likely_ones(monk
     was accepted against them)."""
     def load(sizing: str):
         sim = SimulatedVLLM(proposer(), (0.05, 0.004), monkeypatch)
-        sim.add("good", "edit:", TEXT, qd_prediction=TEXT, qd_sizing=sizing)
+        sim.add("good", "edit:", TEXT, qd_prediction_ids=ids(TEXT), qd_sizing=sizing)
         for i in range(15):
             noisy = "".join(random.Random(i).sample(TEXT, len(TEXT)))
-            sim.add(f"bad{i}", f"edit {i}:", TEXT, qd_prediction=noisy, qd_sizing=sizing)
+            sim.add(f"bad{i}", f"edit {i}:", TEXT, qd_prediction_ids=ids(noisy), qd_sizing=sizing)
         sim.run()
         return sim
 
@@ -231,12 +497,12 @@ def test_the_proposer_cuts_unlikely_drafts_under_load_and_keeps_likely_ones(monk
 
 def test_a_step_with_a_prefill_is_not_a_cost_sample(monkeypatch):
     sim = SimulatedVLLM(proposer(), (0.05, 0.004), monkeypatch)
-    sim.add("a", "p:", TEXT, qd_prediction=TEXT)
+    sim.add("a", "p:", TEXT, qd_prediction_ids=ids(TEXT))
     sim.step()  # a's prefill
     assert sim.proposer.costs._m[0] == 0
     sim.step()
     weight = sim.proposer.costs._m[0]
-    sim.add("b", "q:", TEXT, qd_prediction=TEXT)
+    sim.add("b", "q:", TEXT, qd_prediction_ids=ids(TEXT))
     sim.step()  # b's prefill ran in this step beside a's decode
     assert sim.proposer.costs._m[0] == weight  # not recorded
     sim.step()
@@ -479,6 +745,12 @@ BAD = [
     ({"vllm_xargs": {"qd_drafter": "prediction"}}, "vllm_xargs", "needs a prediction"),
     ({"vllm_xargs": {"qd_policy": "fast"}}, "vllm_xargs", "policy"),
     ({"vllm_xargs": {"qd_sizing": "always"}}, "vllm_xargs", "qd_sizing must be one of cost, off"),
+    ({"vllm_xargs": {"qd_prediction_ids": [1, 2]}}, "vllm_xargs", "qd_prediction_ids is not a quickdraft option"),
+    ({"prediction": {"type": "content", "content": "x" * (32 * 2048 + 1)}}, "prediction",
+     "65537 characters; this server accepts at most 65536 (32 per token of its 2048-token context)"),
+    ({"prediction": {"type": "content", "content": "x" * 2049}}, "prediction",
+     "2049 tokens; this server's context holds at most 2048"),
+    ({"top_k": 2**64, "temperature": 1.0}, "top_k", "'top_k' must be at most 9223372036854775807 (2**63 - 1)"),
 ]
 
 
@@ -492,6 +764,35 @@ def test_bad_requests_get_400_with_an_error_object_and_the_server_stays_up(serve
     assert r.choices[0].message.content == plain[PROMPTS[0]][0]
 
 
+def test_sampling_beside_drafts_applies_each_requests_settings(servers, plain):
+    """Sampling that can only give the greedy text, with and without drafts: top_k 1, and top_p 1e-300 (the most
+    likely token only), at temperature 1. On vLLM's CPU build both went wrong inside its rejection sampler
+    (patches._patch_sampler): every draft token's temperature, top_k and top_p were uninitialized memory, and top_k
+    stopped the engine."""
+    for prompt in PROMPTS[:3]:
+        text = plain[prompt][0]
+        for settings in ({"temperature": 1.0, "extra_body": {"top_k": 1}}, {"temperature": 1.0, "top_p": 1e-300}):
+            for prediction in ({"type": "content", "content": edits(text)["inserted"]}, None):
+                extra = {**settings.get("extra_body", {}), **({"prediction": prediction} if prediction else {})}
+                r = client(servers[1]).chat.completions.create(
+                    model="tiny", messages=[{"role": "user", "content": prompt}], max_tokens=MAX_TOKENS,
+                    **{k: v for k, v in settings.items() if k != "extra_body"}, extra_body=extra)
+                assert r.choices[0].message.content == text, (prompt, settings, prediction is not None)
+
+
+def test_the_cpu_expand_spreads_each_requests_value_over_its_tokens():
+    import torch
+
+    from quickdraft.vllm.patches import expand_batch_to_tokens
+
+    top_k = expand_batch_to_tokens(torch.tensor([5, 99, 7], dtype=torch.int32), torch.tensor([2, 2, 5]), 5)
+    assert top_k.dtype == torch.int32 and top_k.tolist() == [5, 5, 7, 7, 7]  # the second request: no drafts
+    temperature = expand_batch_to_tokens(torch.tensor([0.0, 0.7]), torch.tensor([1, 3]), 3, replace_from=0,
+                                         replace_to=1)
+    assert temperature.tolist() == pytest.approx([1.0, 0.7, 0.7])
+    assert expand_batch_to_tokens(torch.tensor([3]), torch.tensor([0]), 0).tolist() == []
+
+
 def test_per_request_drafter_choice(servers, plain):
     prompt, (text, _, _) = PROMPTS[1], plain[PROMPTS[1]]
     none = chat(servers[1], prompt, extra_body={"vllm_xargs": {"qd_drafter": "none"}})
@@ -503,12 +804,44 @@ def test_per_request_drafter_choice(servers, plain):
     assert both.choices[0].message.content == text and both.usage.completion_tokens_details.accepted_prediction_tokens > 0
 
 
-def test_an_unknown_vllm_version_is_refused():
+UNTESTED_CHECK = """
+import sys
+from types import SimpleNamespace
+
+import vllm
+vllm.__version__ = sys.argv[1]
+from vllm.entrypoints.serve.engine.serving import BaseServing
+from vllm.plugins import load_general_plugins
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+before = (BaseServing._check_model, GPUModelRunner.__init__)
+load_general_plugins()  # what vLLM does at start in each of its processes: quickdraft.vllm:register among them
+print("patched" if (BaseServing._check_model, GPUModelRunner.__init__) != before else "untouched")
+from quickdraft.vllm import Proposer
+try:
+    Proposer(SimpleNamespace(speculative_config=SimpleNamespace(num_speculative_tokens=8),
+                             model_config=SimpleNamespace(max_model_len=64)))
+    print("proposer built")
+except RuntimeError as e:
+    print("proposer refused:", e)
+"""
+
+
+def test_an_untested_vllm_starts_unpatched_and_only_quickdrafts_proposer_is_refused():
+    """Under the real vLLM: its plugin loader calls quickdraft's register on any version; on an untested one vLLM
+    must come out unpatched, with one warning, and quickdraft's proposer (what a server must ask for) refused."""
     python = _vllm_python()
-    code = ("import vllm; vllm.__version__ = '0.31.0'\nfrom quickdraft.vllm import register\n"
-            "try:\n    register()\nexcept RuntimeError as e:\n    print(e)\n")
-    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300)
-    assert "tested with vLLM 0.32.0, not 0.31.0" in out.stdout, out.stderr[-2000:]
+    runs = {}
+    for version in ("0.33.0", "0.32.0"):
+        out = subprocess.run([str(python), "-c", UNTESTED_CHECK, version], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs[version] = out
+    untested, tested = runs["0.33.0"], runs["0.32.0"]
+    assert untested.stdout.splitlines()[0] == "untouched"
+    assert "proposer refused: quickdraft's vLLM plugin was tested with vLLM 0.32.0, not 0.33.0" in untested.stdout
+    assert untested.stderr.count("plugin is inactive and this vLLM runs unchanged") == 1
+    assert tested.stdout.splitlines() == ["patched", "proposer built"] and "inactive" not in tested.stderr
+    assert serve.installed_version(str(python)) == "0.32.0"  # what the launcher checks before it starts vLLM
 
 
 @pytest.mark.real_model

@@ -237,12 +237,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _serve_vllm(args: argparse.Namespace) -> int:
     """--engine vllm: checks its options, resolves the model, then becomes vLLM's server (vllm/serve.py)."""
     from . import models
-    from .vllm.serve import ServeConfig, exec_server, split_args, vllm_python
+    from .vllm.serve import ServeConfig, check_installed, exec_server, split_args, vllm_python
 
     engine_only = [flag for flag, value, default in (
         ("--runner", args.runner, "transformers"), ("--draft-model", args.draft_model, None),
         ("--draft-runner", args.draft_runner, None), ("--draft-precision", args.draft_precision, None),
-        ("--threads", args.threads, None), ("--kernels", args.kernels, "auto")) if value != default]
+        ("--threads", args.threads, None), ("--kernels", args.kernels, "auto"), ("--max-queue", args.max_queue, 64),
+        ("--request-timeout", args.request_timeout, 600.0)) if value != default]
     dtype = {"auto": (), "bf16": ("--dtype", "bfloat16"), "fp32": ("--dtype", "float32")}[args.dtype]
     if engine_only:
         raise QuickdraftError(f"{', '.join(engine_only)} apply to quickdraft's own engine, not to --engine vllm "
@@ -251,8 +252,8 @@ def _serve_vllm(args: argparse.Namespace) -> int:
                          api_key=args.api_key or os.environ.get("QUICKDRAFT_API_KEY") or None,
                          max_context=args.max_context, num_speculative_tokens=args.num_speculative_tokens,
                          drafter=args.drafter, policy=args.policy, sizing=args.draft_sizing,
-                         vllm_args=dtype + split_args(args.vllm_args))
-    vllm_python()  # vLLM is there, before a model is pulled
+                         max_body_bytes=args.max_body_bytes, vllm_args=dtype + split_args(args.vllm_args))
+    check_installed(vllm_python())  # vLLM is there, in a version the plugin was tested with, before a model is pulled
     exec_server(dataclasses.replace(config, model=str(models.resolve(args.model))))
     return 0
 

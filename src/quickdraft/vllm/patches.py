@@ -7,17 +7,36 @@ each; every patch is harmless where its class is unused, and applied once per pr
         notes whether quickdraft's proposer is the speculative method, and if so turns on per-request
         spec-decode metrics ("summary") when left off: the accepted/rejected counts come from them
     vllm.entrypoints.serve.engine.serving.BaseServing._check_model
-        validates `prediction` and quickdraft's vllm_xargs before any work; a bad request gets vLLM's
-        OpenAI-style error object with status 400
+        validates `prediction` and quickdraft's vllm_xargs before any work, bounds the prediction (limits.py:
+        characters before tokenizing, then tokens) and tokenizes it, off the event loop; refuses the integers
+        vLLM itself would answer with a 500 (UNBOUNDED_INTS); a bad request gets vLLM's OpenAI-style error
+        object with status 400
     vllm.entrypoints.openai.{chat_completion,completion}.protocol.*Request.to_sampling_params
-        carries the prediction's text into SamplingParams.extra_args["qd_prediction"] (vLLM's request schema
-        keeps an unknown top-level field in model_extra and passes it nowhere)
+        carries the prediction's token ids into SamplingParams.extra_args["qd_prediction_ids"] (vLLM's request
+        schema keeps an unknown top-level field in model_extra and passes it nowhere)
     vllm.entrypoints.openai.chat_completion.serving.OpenAIServingChat.chat_completion_full_generator /
     .chat_completion_stream_generator, vllm.entrypoints.openai.completion.serving.OpenAIServingCompletion
     .request_output_to_completion_response / .completion_stream_generator
         add usage.completion_tokens_details.{accepted,rejected}_prediction_tokens (streamed: on the usage chunk)
     vllm.v1.worker.gpu_model_runner.GPUModelRunner.__init__
         hands the model runner to quickdraft's Proposer (vLLM gives a custom proposer only the config)
+    Two fixes of vLLM's sampling with speculative decoding on CPU, patched in the worker (from the runner's
+    __init__). With speculative decoding every step goes through vLLM's rejection sampler, which applies each
+    request's temperature, top_k and top_p to the draft tokens' logits:
+    vllm.v1.sample.rejection_sampler.expand_batch_to_tokens (CPU only)
+        spreads a per-request value over its draft tokens. On CPU it runs vLLM's C++ expand kernel on an int64
+        copy of its output (vllm/utils/cpu_triton_utils._expand_kernel_impl) and never copies it back, so the
+        temperatures, top_k and top_p it returns are uninitialized memory: sampled requests were scaled by
+        garbage, and top_k raised "selected index k out of range", which stopped the engine. Replaced by the
+        same spreading in torch (repeat_interleave)
+    vllm.v1.sample.ops.topk_topp_sampler.apply_top_k_only
+        returns the logits as they are when they have no rows: in a step without draft tokens (any request's
+        first) they are empty, and its k.max() raised in vLLM's CPU path and stopped the engine: one request with
+        top_k >= 1 at a temperature above 0 took the whole server down
+
+The prediction is tokenized here, in the API server process, and nowhere else: the engine core and its workers
+receive a list of at most max_model_len token ids, so no request can make the engine's step tokenize or index an
+unbounded text (a 10.5 MB prediction once killed the worker for memory when the proposer tokenized it there).
 
 Counts. vLLM counts, per request, the draft tokens it verified and those it accepted (scheduler:
 accepted = tokens emitted by a step - 1). OpenAI's meaning (core.Stats) counts as accepted only draft tokens
@@ -28,13 +47,25 @@ are reported accepted (the first output token is never a draft token) and the re
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import QuickdraftError
+from .limits import prediction_limits
 
 PROPOSER = "quickdraft.vllm.Proposer"
+REQUEST_XARGS = ("qd_drafter", "qd_policy", "qd_sizing")  # the vllm_xargs a request may set
+PREDICTION_IDS = "qd_prediction_ids"  # SamplingParams.extra_args: the prediction's token ids, set here only
+INT64_MAX = 2**63 - 1
+# Integer fields vLLM passes to its engine without an upper bound: beyond 2**64 - 1 its msgpack encoder raises and the
+# request gets a 500 with an empty message (top_k; stream_interval inside a stream that has begun). Bounded here as
+# vLLM bounds seed and priority.
+UNBOUNDED_INTS = ("top_k", "stream_interval")
 _state = {"applied": False, "proposer": False}  # per process: patched yet; quickdraft's proposer configured
 
 
@@ -117,13 +148,27 @@ def prediction_conflict(request: Any) -> tuple[str, str] | None:
     return None
 
 
-def check_request(request: Any) -> tuple[str, str] | None:
-    """(param, message) of what is wrong with a request's prediction or quickdraft options, or None."""
+def check_ranges(request: Any) -> tuple[str, str] | None:
+    """(param, message) for an integer vLLM would fail on with a 500 (UNBOUNDED_INTS), or None."""
+    for name in UNBOUNDED_INTS:
+        value = getattr(request, name, None)
+        if isinstance(value, int) and value > INT64_MAX:
+            return name, f"'{name}' must be at most {INT64_MAX} (2**63 - 1); got {value}."
+    return None
+
+
+def check_request(request: Any, max_model_len: int | None = None) -> tuple[str, str] | None:
+    """(param, message) of what is wrong with a request's prediction or quickdraft options, or None.
+    Cheap (no tokenizing): a prediction longer than the server's character limit for it is refused here."""
     from ..drafters.build import TOKEN_DRAFTERS, check_drafter
     from ..drafters.prediction import PredictionConfig
     from .proposer import DRAFTER_ENV, POLICY_ENV, check_sizing, request_drafter
 
     xargs = getattr(request, "vllm_xargs", None) or {}
+    foreign = sorted(k for k in xargs if k.startswith("qd_") and k not in REQUEST_XARGS)
+    if foreign:  # qd_prediction_ids among them: the prediction's ids come from `prediction`, tokenized here
+        return "vllm_xargs", (f"vllm_xargs.{foreign[0]} is not a quickdraft option a request can set; they are "
+                              f"{', '.join(REQUEST_XARGS)} (the prediction goes in the top-level 'prediction')")
     asked, policy, sizing = xargs.get("qd_drafter"), xargs.get("qd_policy"), xargs.get("qd_sizing")
     try:
         text = prediction_text(request)
@@ -138,6 +183,9 @@ def check_request(request: Any) -> tuple[str, str] | None:
                       f"'{{\"model\": \"{PROPOSER}\", \"num_speculative_tokens\": 32}}'.")
     if text is not None and (conflict := prediction_conflict(request)):
         return conflict
+    if text is not None and max_model_len is not None and len(text) > (most := prediction_limits(max_model_len)[0]):
+        return "prediction", (f"The prediction has {len(text)} characters; this server accepts at most {most} "
+                              f"({most // max_model_len} per token of its {max_model_len}-token context).")
     if asked is not None and asked not in TOKEN_DRAFTERS:
         return "vllm_xargs", (f"vllm_xargs.qd_drafter must be one of {', '.join(TOKEN_DRAFTERS)} on vLLM; got {asked!r} "
                               "(draft-model and ouroboros run on quickdraft's own engine)")
@@ -152,6 +200,65 @@ def check_request(request: Any) -> tuple[str, str] | None:
     return None
 
 
+# The prediction's token ids from _check_model to to_sampling_params: both run in the task that serves the request
+# (vLLM's create_chat_completion / create_completion), which this variable is private to. Held with the request,
+# so that ids can only reach the request they were made from.
+_prediction_ids: contextvars.ContextVar[tuple[Any, list[int]] | None] = contextvars.ContextVar("qd_prediction_ids",
+                                                                                               default=None)
+_tokenizers: dict[tuple[Any, ...], Any] = {}
+_tokenizer_lock = threading.Lock()
+# One thread tokenizes predictions, one at a time: the event loop goes on serving meanwhile, and a burst of
+# predictions queues here instead of taking every core.
+_tokenize_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quickdraft-prediction")
+
+
+def _tokenizer(model_config: Any) -> Any:
+    """The model's tokenizer, loaded once per process as the proposer loaded it before (transformers' AutoTokenizer),
+    a copy of quickdraft's own: vLLM's renderer changes its tokenizer's truncation while it tokenizes prompts."""
+    key = (model_config.tokenizer, model_config.tokenizer_revision, model_config.trust_remote_code)
+    with _tokenizer_lock:
+        if key not in _tokenizers:
+            from transformers import AutoTokenizer
+
+            _tokenizers[key] = AutoTokenizer.from_pretrained(key[0], revision=key[1], trust_remote_code=key[2])
+        return _tokenizers[key]
+
+
+def tokenize_prediction(model_config: Any, text: str) -> list[int]:
+    return list(_tokenizer(model_config).encode(text, add_special_tokens=False))
+
+
+async def prepare_prediction(model_config: Any, request: Any) -> tuple[str, str] | None:
+    """Tokenize a checked request's prediction (in _tokenize_pool) and hold its ids for to_sampling_params;
+    (param, message) if it has more tokens than the server's context."""
+    text = prediction_text(request)
+    if text is None:
+        return None
+    try:
+        ids = await asyncio.get_running_loop().run_in_executor(_tokenize_pool, tokenize_prediction, model_config, text)
+    except (TypeError, ValueError) as e:  # text the tokenizer refuses, such as a lone surrogate (\ud800)
+        return "prediction", f"The prediction cannot be tokenized by this model's tokenizer: {e}"
+    most = prediction_limits(model_config.max_model_len)[1]
+    if len(ids) > most:
+        return "prediction", (f"The prediction has {len(ids)} tokens; this server's context holds at most {most} "
+                              "(its max model length), and a prediction cannot be longer than the output it predicts.")
+    _prediction_ids.set((request, ids))
+    return None
+
+
+def sampling_extra_args(request: Any, extra_args: dict[str, Any] | None) -> dict[str, Any] | None:
+    """SamplingParams.extra_args with the request's prediction ids (none a client sent in vllm_xargs)."""
+    args = {k: v for k, v in (extra_args or {}).items() if k != PREDICTION_IDS}
+    held = _prediction_ids.get()
+    if held is not None and held[0] is request:
+        args[PREDICTION_IDS] = held[1]
+    elif prediction_text(request) is not None:
+        raise RuntimeError("quickdraft: a request's prediction reached to_sampling_params without passing "
+                           "_check_model, which tokenizes it: this vLLM serves requests in a way the plugin does "
+                           "not know (quickdraft.vllm.TESTED_VERSIONS)")
+    return args or None
+
+
 def _patch_requests() -> None:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
@@ -160,9 +267,15 @@ def _patch_requests() -> None:
     check_model = BaseServing._check_model
 
     async def _check_model(self, request):
-        if isinstance(request, (ChatCompletionRequest, CompletionRequest)) and (problem := check_request(request)):
+        if not isinstance(request, (ChatCompletionRequest, CompletionRequest)):
+            return await check_model(self, request)
+        if problem := check_ranges(request) or check_request(request, self.model_config.max_model_len):  # cheap first
             return self.create_error_response(problem[1], param=problem[0])
-        return await check_model(self, request)
+        if (error := await check_model(self, request)) is not None:  # vLLM's: the model's name
+            return error
+        if problem := await prepare_prediction(self.model_config, request):
+            return self.create_error_response(problem[1], param=problem[0])
+        return None
 
     BaseServing._check_model = _check_model
 
@@ -171,9 +284,7 @@ def _patch_requests() -> None:
 
         def with_prediction(self, *args, _original=to_sampling_params, **kwargs):
             params = _original(self, *args, **kwargs)
-            text = prediction_text(self)  # validated in _check_model
-            if text is not None:
-                params.extra_args = {**(params.extra_args or {}), "qd_prediction": text}
+            params.extra_args = sampling_extra_args(self, params.extra_args)
             return params
 
         cls.to_sampling_params = with_prediction
@@ -259,8 +370,46 @@ def _patch_runner() -> None:
 
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
+        _patch_sampler()
         drafter = getattr(self, "drafter", None)
         if hasattr(drafter, "bind_runner"):
             drafter.bind_runner(self)
 
     GPUModelRunner.__init__ = __init__
+
+
+def _patch_sampler() -> None:
+    """The two sampling fixes in the module docstring; once per process."""
+    from vllm.platforms import current_platform
+    from vllm.v1.sample import rejection_sampler
+    from vllm.v1.sample.ops import topk_topp_sampler
+
+    top_k_only = topk_topp_sampler.apply_top_k_only
+    if getattr(top_k_only, "quickdraft", False):
+        return
+
+    def apply_top_k_only(logits, k):
+        if k.numel() == 0:  # no rows (a step without draft tokens): nothing to mask
+            return logits
+        return top_k_only(logits, k)
+
+    apply_top_k_only.quickdraft = True
+    topk_topp_sampler.apply_top_k_only = apply_top_k_only
+    if current_platform.is_cpu():
+        rejection_sampler.expand_batch_to_tokens = expand_batch_to_tokens
+
+
+def expand_batch_to_tokens(x: Any, cu_num_tokens: Any, num_tokens: int, replace_from: Any = 0,
+                           replace_to: Any = 0) -> Any:
+    """vLLM's expand_batch_to_tokens in torch: x[i] repeated for request i's tokens (cu_num_tokens: the running
+    total), any value equal to replace_from replaced by replace_to.
+
+    >>> import torch
+    >>> expand_batch_to_tokens(torch.tensor([0.5, 0.0]), torch.tensor([2, 3]), 3, replace_from=0, replace_to=1)
+    tensor([0.5000, 0.5000, 1.0000])
+    """
+    import torch
+
+    counts = torch.diff(cu_num_tokens.to(torch.long), prepend=cu_num_tokens.new_zeros(1, dtype=torch.long))
+    expanded = torch.repeat_interleave(x, counts, output_size=num_tokens)
+    return expanded.masked_fill(expanded == replace_from, replace_to)

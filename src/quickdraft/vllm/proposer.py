@@ -14,7 +14,8 @@ Glossary as in core.py. vLLM's step emits `accepted + 1` tokens per request (acc
 the bonus token): the same Verdict the engine builds.
 
 What each request drafts from (SamplingParams.extra_args, filled by patches.py from the OpenAI request):
-    qd_prediction   the prediction's text (tokenized here, once, with the model's tokenizer)
+    qd_prediction_ids  the prediction's token ids: tokenized and bounded (at most max_model_len) in the API
+                    server process, so that nothing here works on a text of a client's choosing
     qd_drafter      "auto" (prediction if given, else prompt lookup), "prediction", "lookup",
                     "prediction+lookup" or "none"; default: QUICKDRAFT_VLLM_DRAFTER, else "auto"
     qd_policy       prediction policy, "default" or "openai"; default QUICKDRAFT_VLLM_POLICY, else "default"
@@ -36,10 +37,15 @@ num_speculative_tokens crashes its metrics (vllm 0.32, v1/metrics/stats.py), so 
 num_speculative_tokens; to the tokens the request may still emit (max_tokens, the model length), so
 that no accepted draft token is cut off by a length limit; and after the first end-of-generation token,
 since nothing after it can be output.
+
+Failure: the proposer runs inside vLLM's engine step, where an exception stops the engine and fails every request
+on the server. So a request whose drafting raises is logged and left without drafts from then on (drafting nothing
+never changes the output); the other requests draft on.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -53,6 +59,7 @@ from ..sizing import DraftRates, StepCosts, batch_lengths, draft_gains
 
 DRAFTER_ENV, POLICY_ENV, SIZING_ENV = "QUICKDRAFT_VLLM_DRAFTER", "QUICKDRAFT_VLLM_POLICY", "QUICKDRAFT_VLLM_SIZING"
 SIZINGS = ("cost", "off")
+_log = logging.getLogger("vllm.quickdraft")
 
 
 @dataclass
@@ -131,26 +138,22 @@ class Proposer:
     """
 
     def __init__(self, vllm_config: Any):
-        from transformers import AutoTokenizer
-
         from . import check_version
 
-        check_version()
-        model = vllm_config.model_config
-        tokenizer = AutoTokenizer.from_pretrained(model.tokenizer, revision=model.tokenizer_revision,
-                                                  trust_remote_code=model.trust_remote_code)
-        self.configure(vllm_config.speculative_config.num_speculative_tokens, model.max_model_len, tokenizer)
+        check_version()  # a vLLM the plugin was not tested with: its patches are not applied (register)
+        self.configure(vllm_config.speculative_config.num_speculative_tokens, vllm_config.model_config.max_model_len)
 
-    def configure(self, k: int, max_model_len: int, tokenizer: Any) -> None:
+    def configure(self, k: int, max_model_len: int) -> None:
         """Settings from vLLM's config (and the server's defaults from the environment); the tests call it on
         a Proposer made without vLLM."""
-        self.k, self.max_model_len, self.tokenizer = k, max_model_len, tokenizer
+        self.k, self.max_model_len = k, max_model_len
         self.default_drafter = os.environ.get(DRAFTER_ENV, "auto")
         self.default_policy = os.environ.get(POLICY_ENV, "default")
         self.default_sizing = os.environ.get(SIZING_ENV, "cost")
         check_server_defaults(self.default_drafter, self.default_policy, self.default_sizing)  # at start, not per request
         self.runner: Any = None
         self.requests: dict[str, _Request] = {}
+        self.failed: set[str] = set()  # requests whose drafting raised: they draft nothing more
         self.costs = StepCosts()
         self.source_rates: dict[str, DraftRates] = {}  # every request's counts per drafter: a new request's prior
         self._step: tuple[float, int] | None = None  # (when the last call returned, tokens of the step it drafted for)
@@ -179,25 +182,38 @@ class Proposer:
                 clean = False
                 continue
             rid = req_ids[i]
+            if rid not in self.requests and rid not in self.failed:
+                clean = False  # its prefill ran in this step
+            state = None if rid in self.failed else self._row(rid)
+            rows.append(state)
+            drafts.append(EMPTY_DRAFT if state is None else state.draft)
+        if clean:
+            self.costs.record(self._step[1], started - self._step[0])
+        self._size(rows, drafts)
+        for rid in [r for r in self.requests if r not in self.runner.requests]:
+            del self.requests[rid]  # finished or aborted
+        self.failed &= set(self.runner.requests)
+        self._step = (time.perf_counter(), sum(1 + len(d) for new, d in zip(sampled_token_ids, drafts) if new))
+        return [list(d.tokens) for d in drafts]
+
+    def _row(self, rid: str) -> _Request | None:
+        """A running request's next draft (in its state), after observing what its last step emitted; None, and no
+        drafts for it from then on, if that raises (logged): see "Failure" above."""
+        try:
             cached = self.runner.requests[rid]
-            state = self.requests.get(rid)
-            if state is None:
-                state, clean = self._begin(rid, cached), False  # its prefill ran in this step
+            state = self.requests.get(rid) or self._begin(rid, cached)
             output = cached.output_token_ids
             seen = len(state.context) - state.prompt_len
             accepted = observe_step(state.drafter, state.context, state.draft, output[seen:])
             self._count(state, accepted)
             budget = min(self.k, state.max_len - len(state.context) - 1)
             state.draft = cut_draft(state.drafter.propose(state.context, budget), budget, state.stop_ids)
-            rows.append(state)
-            drafts.append(state.draft)
-        if clean:
-            self.costs.record(self._step[1], started - self._step[0])
-        self._size(rows, drafts)
-        for rid in [r for r in self.requests if r not in self.runner.requests]:
-            del self.requests[rid]  # finished or aborted
-        self._step = (time.perf_counter(), sum(1 + len(d) for r, d in zip(rows, drafts) if r is not None))
-        return [list(d.tokens) for d in drafts]
+            return state
+        except Exception:
+            _log.exception("quickdraft: drafting for request %s failed; it goes on without drafts", rid)
+            self.requests.pop(rid, None)
+            self.failed.add(rid)
+            return None
 
     def _count(self, state: _Request, accepted: int) -> None:
         """The fate of the request's last draft, in its rates and its drafter's (a new request's prior)."""
@@ -227,8 +243,11 @@ class Proposer:
     def _begin(self, rid: str, cached: Any) -> _Request:
         params = cached.sampling_params
         extra = (params.extra_args or {}) if params is not None else {}
-        prediction = extra.get("qd_prediction")
-        ids = None if prediction is None else self.tokenizer.encode(prediction, add_special_tokens=False)
+        ids = extra.get("qd_prediction_ids")
+        if ids is not None and not (isinstance(ids, (list, tuple)) and len(ids) <= self.max_model_len
+                                    and all(isinstance(t, int) for t in ids)):
+            raise ValueError(f"qd_prediction_ids must be a list of at most {self.max_model_len} token ids (patches.py "
+                             "makes it in the API server)")
         name = request_drafter(extra.get("qd_drafter"), self.default_drafter, ids is not None)
         sized = extra.get("qd_sizing", self.default_sizing) == "cost"
         drafter = build_drafter(name, ids, extra.get("qd_policy", self.default_policy))

