@@ -101,11 +101,10 @@ SMALL_MACHINE_CPUS = 4  # at most this many CPUs: vLLM's CPU worker computes on 
 def cpu_settings(environ: dict[str, str] | None = None, cpus: int | None = None) -> dict[str, str]:
     """What vLLM's CPU build is started with on a small machine, unless the caller set it already.
 
-    vLLM's CPU worker keeps one core for its scheduler process and computes on the rest: on 2 cores, on one.
-    Measured on a 2-core AMD EPYC (docs/vllm.md, "vLLM's own CPU settings"): with VLLM_CPU_NUM_OF_RESERVED_CPU=0
-    quickdraft's proposer finished four held-out edits in 16.7 s instead of 37.3 s, and 16 concurrent clients ran
-    1.76x faster, plain vLLM and the proposer alike. Both servers of a comparison must get the same setting: the
-    number of threads changes how float32 sums are split."""
+    vLLM's CPU worker keeps one core for its scheduler process and computes on the rest: on 2 cores, on one, which
+    made plain vLLM and the proposer alike about half as fast (docs/vllm.md, "Measured": "vLLM's own CPU
+    settings"). Both servers of a comparison must get the same setting: the number of threads changes how float32
+    sums are split."""
     environ = os.environ if environ is None else environ
     cpus = usable_cores() if cpus is None else cpus
     if "VLLM_CPU_NUM_OF_RESERVED_CPU" in environ or cpus > SMALL_MACHINE_CPUS:
