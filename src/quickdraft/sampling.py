@@ -15,9 +15,12 @@ import torch
 from .errors import QuickdraftError
 
 
+GREEDY_BELOW = 1e-5  # a temperature below this decodes greedily, as vLLM does: logits / T would overflow
+
+
 @dataclass(frozen=True)
 class SamplingParams:
-    temperature: float = 0.0  # 0: greedy (argmax), the default
+    temperature: float = 0.0  # 0 (or below GREEDY_BELOW): greedy (argmax), the default
     top_p: float = 1.0  # nucleus: keep the smallest set of tokens whose probability reaches top_p
     top_k: int = 0  # keep the k most likely tokens; 0: all
     seed: int | None = None  # makes a sampled run reproducible
@@ -34,7 +37,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return self.temperature < GREEDY_BELOW
 
     def generator(self) -> torch.Generator:
         g = torch.Generator()
@@ -60,6 +63,7 @@ def probs_from_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Ten
         sorted_z, order = torch.sort(z, dim=-1, descending=True)  # [n, V]
         cum = torch.softmax(sorted_z, dim=-1).cumsum(dim=-1)
         drop_sorted = cum - torch.softmax(sorted_z, dim=-1) >= params.top_p  # mass before it already reaches p
+        drop_sorted[..., 0] = False  # the likeliest token always stays (a tiny top_p is 0 in float32)
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         z = z.masked_fill(drop, float("-inf"))
     return torch.softmax(z, dim=-1)
