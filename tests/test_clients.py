@@ -18,7 +18,7 @@ import openai  # noqa: E402
 import pytest  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
-from test_server import reference, tiny_folder, tiny_url  # noqa: F401 (fixtures)
+from test_server import chat_folder, reference, tiny_url  # noqa: F401 (fixtures)
 
 PROMPT = "hello there"
 MAX = 40

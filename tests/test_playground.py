@@ -38,7 +38,7 @@ def browser():
 
 @pytest.fixture(scope="module")
 def url():
-    with serving(scripted_generator(script=SCRIPT, max_context=512), model_name="scripted") as u:
+    with serving(scripted_generator(script=SCRIPT, max_context=1024), model_name="scripted") as u:  # room for the page's 512 tokens
         yield u
 
 

@@ -30,7 +30,8 @@ from quickdraft import SamplingParams, cli
 from quickdraft.api import Generator
 from quickdraft.drafters.ouroboros import OuroborosConfig
 from quickdraft.runners import ScriptedRunner
-from quickdraft.server import create_app
+from quickdraft.server import ServerLimits, create_app
+from quickdraft.server.http import config as http_config
 from quickdraft.tokenizer import ByteTokenizer
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -42,14 +43,16 @@ SCRIPT = "hello world, hello again"
 
 
 @contextmanager
-def serving(generator: Generator, **options):
-    """Run create_app(generator) under uvicorn in a thread; yield its base URL."""
+def serving(generator: Generator, limits: ServerLimits = ServerLimits(), **options):
+    """Run create_app(generator) under uvicorn in a thread, as `quickdraft serve` runs it; yield its base URL.
+    limits: a ServerLimits, or a dict of the fields that differ from the defaults."""
     options.setdefault("model_name", "tiny")
-    app = create_app(generator, **options)
+    limits = ServerLimits(**limits) if isinstance(limits, dict) else limits
+    app = create_app(generator, limits=limits, **options)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(http_config(app, limits, log_level="warning", timeout_graceful_shutdown=2))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -69,22 +72,22 @@ def client(url: str, key: str = "unused") -> openai.OpenAI:
 
 
 @pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    """A tiny random llama with a one-character-per-token tokenizer that has a chat template."""
+def chat_folder(tmp_path_factory):
+    """A tiny random llama with a one-character-per-token tokenizer (printable ASCII) that has a chat template."""
     chars = [chr(c) for c in range(32, 127)] + ["\n"]
     template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
     return save_char_model(tmp_path_factory.mktemp("tiny-chat-model"), chars, chat_template=template, decoder=True)
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_folder) -> Generator:
+def reference(chat_folder) -> Generator:
     """The same model loaded a second time: the library's answers, computed beside the server's."""
-    return quickdraft.load(str(tiny_folder), progress=False)
+    return quickdraft.load(str(chat_folder), progress=False)
 
 
 @pytest.fixture(scope="module")
-def tiny_url(tiny_folder):
-    with serving(quickdraft.load(str(tiny_folder), progress=False), max_body_bytes=64 << 10) as url:
+def tiny_url(chat_folder):
+    with serving(quickdraft.load(str(chat_folder), progress=False), limits={"max_body_bytes": 64 << 10}) as url:
         yield url
 
 
@@ -219,13 +222,13 @@ def test_scripted_counts_are_exact(scripted_url):
              ({"type": "content", "content": [{"type": "text", "text": SCRIPT}]}, "default", 23, 0)]
     for prediction, policy, accepted, rejected in cases:
         body = {"prediction": prediction, "quickdraft": {"policy": policy, "draft_sizing": "off"}}  # counts as drafted
-        r = c.completions.create(model="scripted", prompt="hi", max_tokens=100, temperature=0, extra_body=body)
+        r = c.completions.create(model="scripted", prompt="hi", max_tokens=60, temperature=0, extra_body=body)
         assert (r.choices[0].text, r.choices[0].finish_reason) == (SCRIPT, "stop")
         assert (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens) == (2, 24, 26)
         d = r.usage.completion_tokens_details
         assert (d.accepted_prediction_tokens, d.rejected_prediction_tokens) == (accepted, rejected)
         text, finish, usage = read_stream(c.completions.create(
-            model="scripted", prompt="hi", max_tokens=100, temperature=0, extra_body=body, stream=True,
+            model="scripted", prompt="hi", max_tokens=60, temperature=0, extra_body=body, stream=True,
             stream_options={"include_usage": True}))
         assert (text, finish, usage.completion_tokens) == (SCRIPT, "stop", 24)
         d = usage.completion_tokens_details
@@ -240,7 +243,7 @@ def test_raw_stream_shape(scripted_url):
     body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     r = httpx.post(scripted_url + "/v1/chat/completions", json=body)
     assert r.status_code == 400 and "chat template" in r.json()["error"]["message"]  # ByteTokenizer has none
-    body = {"model": "scripted", "prompt": "hi", "stream": True, "max_tokens": 100, "temperature": 0,
+    body = {"model": "scripted", "prompt": "hi", "stream": True, "max_tokens": 60, "temperature": 0,
             "stream_options": {"include_usage": True}}
     with httpx.stream("POST", scripted_url + "/v1/completions", json=body) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
@@ -259,7 +262,7 @@ def test_segments_say_which_text_the_draft_gave(scripted_url):
     without streaming carries the whole text's segments. Prediction "hello WORLD, hello again", policy
     openai (as above): "hello " accepted, "w" and the rest the model's own, 6 accepted and 10 rejected."""
     ext = {"policy": "openai", "draft_sizing": "off", "segments": True}
-    body = {"model": "scripted", "prompt": "hi", "stream": True, "max_tokens": 100, "temperature": 0,
+    body = {"model": "scripted", "prompt": "hi", "stream": True, "max_tokens": 60, "temperature": 0,
             "prediction": {"type": "content", "content": "hello WORLD, hello again"}, "quickdraft": ext}
     with httpx.stream("POST", scripted_url + "/v1/completions", json=body) as r:
         chunks = [json.loads(line[6:]) for line in r.iter_lines() if line and line != "data: [DONE]"]
@@ -320,6 +323,7 @@ COMPLETIONS = "/v1/completions"
 OK_CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 OK_COMPLETION = {"model": "tiny", "prompt": "hi", "max_tokens": 4}
 PRED = {"type": "content", "content": "abc"}
+JSON = {"Content-Type": "application/json"}
 
 
 def _with(base: dict, **changes) -> dict:
@@ -393,7 +397,7 @@ def test_bad_requests_get_openai_errors_and_the_server_stays_up(tiny_url, refere
     before = generations(tiny_url)
     with httpx.Client(base_url=tiny_url, timeout=30) as http:
         for path, body, status, param, words in BAD:
-            r = http.post(path, content=body) if isinstance(body, bytes) else http.post(path, json=body)
+            r = http.post(path, content=body, headers=JSON) if isinstance(body, bytes) else http.post(path, json=body)
             assert r.status_code == status, (body if isinstance(body, dict) else body[:60], r.text)
             error = r.json()["error"]
             assert set(error) == {"message", "type", "param", "code"}, r.text
@@ -445,9 +449,9 @@ def requests(draw):
     return path, body
 
 
-def test_fuzzed_bodies_never_get_a_500(tiny_folder):
+def test_fuzzed_bodies_never_get_a_500(chat_folder):
     seen: dict[int, int] = {}
-    with serving(quickdraft.load(str(tiny_folder), max_context=48, progress=False)) as url, \
+    with serving(quickdraft.load(str(chat_folder), max_context=48, progress=False)) as url, \
             httpx.Client(base_url=url, timeout=30) as http:
 
         @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -556,7 +560,7 @@ def test_a_client_that_leaves_mid_stream_frees_the_model():
 
 def test_full_queue_gets_429_and_health_answers_during_a_long_generation():
     gen = scripted_generator(GatedRunner, max_context=64)
-    with serving(gen, model_name="gated", max_queue=1) as url:
+    with serving(gen, model_name="gated", limits={"max_queue": 1}) as url:
         c = client(url)
         results: dict[str, str] = {}
 
@@ -588,7 +592,7 @@ def test_full_queue_gets_429_and_health_answers_during_a_long_generation():
 
 def test_request_timeout():
     gen = scripted_generator(SlowRunner, "abcdefghij" * 20, max_context=512, delay=0.05)  # 200 passes: ~10 s
-    with serving(gen, model_name="slow", request_timeout=0.5) as url:
+    with serving(gen, model_name="slow", limits={"request_timeout": 0.5}) as url:
         c = client(url)
         t0 = time.monotonic()
         with pytest.raises(openai.APIStatusError) as e:
@@ -606,16 +610,18 @@ def test_request_timeout():
 # -- the command line -------------------------------------------------------------------------------
 
 
-def test_cli_serve_loads_once_and_runs_uvicorn(tiny_folder, monkeypatch, capsys):
+def test_cli_serve_loads_once_and_runs_uvicorn(chat_folder, monkeypatch, capsys):
     seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(app=app, **kw))
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: seen.update(config=self.config))
     monkeypatch.setenv("QUICKDRAFT_API_KEY", "from-env")
-    assert cli.main(["serve", "--model", str(tiny_folder), "--port", "8123", "--max-context", "100",
-                     "--draft-model", str(tiny_folder)]) == 0
-    assert (seen["host"], seen["port"]) == ("127.0.0.1", 8123)
-    service = seen["app"].state.service
-    assert service.model_name == str(tiny_folder) and service.generator.runner.max_context == 100
-    assert service.generator.draft_runner is not None and service.generator.draft_name == str(tiny_folder)
+    assert cli.main(["serve", "--model", str(chat_folder), "--port", "8123", "--max-context", "100",
+                     "--draft-model", str(chat_folder), "--header-timeout", "3", "--max-connections", "7"]) == 0
+    config = seen["config"]
+    assert (config.host, config.port, config.timeout_keep_alive) == ("127.0.0.1", 8123, 5.0)
+    assert (config.http.header_timeout, config.http.max_connections) == (3.0, 7)  # the guarded protocol
+    service = config.app.state.service
+    assert service.model_name == str(chat_folder) and service.generator.runner.max_context == 100
+    assert service.generator.draft_runner is not None and service.generator.draft_name == str(chat_folder)
     assert "API key required" in capsys.readouterr().err
 
     def no_load(*a, **k):
@@ -626,8 +632,8 @@ def test_cli_serve_loads_once_and_runs_uvicorn(tiny_folder, monkeypatch, capsys)
     assert "max_queue must be an integer >= 1" in capsys.readouterr().err
 
 
-def test_a_draft_model_serves_exactly(tiny_folder, reference):
-    gen = quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), draft_precision="int8", progress=False)
+def test_a_draft_model_serves_exactly(chat_folder, reference):
+    gen = quickdraft.load(str(chat_folder), draft_model=str(chat_folder), draft_precision="int8", progress=False)
     messages = [{"role": "user", "content": "hello there"}]
     plain = reference.generate(messages, drafter="none", max_new_tokens=30, sampling=GREEDY)
     with serving(gen) as url:

@@ -207,30 +207,42 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _api_key(args: argparse.Namespace) -> str | None:
+    """--api-key, else $QUICKDRAFT_API_KEY, else None; an empty or blank key is an error, not "no key"."""
+    key = args.api_key if args.api_key is not None else os.environ.get("QUICKDRAFT_API_KEY")
+    if key is not None and not key.strip():
+        where = "--api-key" if args.api_key is not None else "QUICKDRAFT_API_KEY"
+        raise QuickdraftError(f"{where} is empty: give a key, or leave it unset to serve without one")
+    return key
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    _api_key(args)
     if args.engine == "vllm":
         return _serve_vllm(args)
     import uvicorn
 
-    from .server import ServerLimits, create_app
+    from .server import HostPolicy, ServerLimits, create_app, http
 
     # Checked before the model is loaded (which can mean a download).
     limits = ServerLimits(max_queue=args.max_queue, request_timeout=args.request_timeout,
-                          max_body_bytes=args.max_body_bytes)
+                          max_body_bytes=args.max_body_bytes, header_timeout=args.header_timeout,
+                          body_timeout=args.body_timeout, keep_alive_timeout=args.keep_alive_timeout,
+                          max_connections=args.max_connections)
+    hosts = HostPolicy(listen=args.host, allowed=tuple(args.allowed_hosts or ()))
     if not 0 <= args.port <= 65535:
         raise QuickdraftError(f"--port must be in 0..65535; got {args.port}")
-    api_key = args.api_key or os.environ.get("QUICKDRAFT_API_KEY") or None
+    api_key = _api_key(args)
     gen = _load(args)
     name = args.model_name or args.model
-    app = create_app(gen, model_name=name, api_key=api_key, max_queue=limits.max_queue,
-                     request_timeout=limits.request_timeout, max_body_bytes=limits.max_body_bytes,
-                     playground=not args.no_playground)
+    app = create_app(gen, model_name=name, api_key=api_key, limits=limits, hosts=hosts,
+                     cors_origins=tuple(args.cors_origin or ()), playground=not args.no_playground)
     print(f"quickdraft: serving {name!r} at http://{args.host}:{args.port}/v1"
           f"{' (API key required)' if api_key else ''}", file=sys.stderr)
     if not args.no_playground:
         print(f"quickdraft: playground at http://{args.host}:{args.port}/ (--no-playground turns it off)",
               file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.Server(http.config(app, limits, host=args.host, port=args.port, log_level=args.log_level)).run()
     return 0
 
 
@@ -381,6 +393,20 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--request-timeout", type=float, default=600.0,
                    help="seconds from arrival to the last token, queue wait included (default 600)")
     v.add_argument("--max-body-bytes", type=int, default=8 << 20, help="larger request bodies get 413 (default 8 MiB)")
+    v.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds for a request's headers to arrive, else the connection closes (default 10)")
+    v.add_argument("--body-timeout", type=float, default=30.0,
+                   help="seconds for a request's body to arrive, else 408 (default 30)")
+    v.add_argument("--keep-alive-timeout", type=float, default=5.0,
+                   help="seconds an idle kept-alive connection stays open (default 5)")
+    v.add_argument("--max-connections", type=int, default=256,
+                   help="open connections at most; a new one past this gets 503 and is closed (default 256)")
+    v.add_argument("--allowed-hosts", nargs="+", metavar="HOST",
+                   help="Host names the server answers to besides its address and localhost (DNS rebinding "
+                   "protection; * allows every host)")
+    v.add_argument("--cors-origin", action="append", metavar="ORIGIN",
+                   help="a browser origin (https://example.com) allowed to call the API from its pages; "
+                   "repeat for more; default: none (CORS off)")
     v.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     v.add_argument("--no-playground", action="store_true", help="do not serve the playground page at / (a web page "
                    "to try drafters, watch accepted draft text coloured and race plain decoding)")

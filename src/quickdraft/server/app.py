@@ -2,14 +2,19 @@
 
     POST /v1/chat/completions   POST /v1/completions   GET /v1/models[/{id}]   GET /metrics   GET /health
 
-A request goes: bearer key (when one is set) -> body (size limit, JSON, schema) -> model name ->
-unsupported parameters -> one `Generator.stream(...)` call, which validates everything else (prompt
-over the context, drafter and prediction) before any model work -> the worker's queue (full: 429)
--> events from the worker thread, as one JSON response or as server-sent events ending in
-`data: [DONE]`. Every failure is an OpenAI error object {"error": {message, type, param, code}}.
+A request goes: Host, Content-Type and Content-Length (guard.py) -> bearer key (when one is set) ->
+body (size limit, read timeout, JSON, schema) -> model name -> unsupported parameters -> the queue's
+room (full: 429) -> text sizes against the context (cheap, before tokenising) -> one
+`Generator.stream(...)` call, which validates everything else (prompt over the context, drafter and
+prediction) before any model work -> max_tokens against what the context leaves -> the worker's
+queue -> events from the worker thread, as one JSON response or as server-sent events ending in
+`data: [DONE]`. Every failure is an OpenAI error object {"error": {message, type, param, code}}; a
+server error says only its request id, and the log has the details under that id.
 
-Nothing here runs the model on the event loop: request preparation (tokenising) runs on a helper
-thread and generation on the worker thread, so /health answers while a generation runs.
+Nothing here runs the model or tokenises on the event loop: schema validation and request
+preparation run on a small pool of threads (a big request does not hold up a small one behind it),
+generation on the worker thread, so /health answers while a generation runs. docs/server.md lists
+every limit and its flag.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import hashlib
 import hmac
 import json
 import re
+import logging
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -37,6 +44,7 @@ from starlette.requests import ClientDisconnect
 
 from ..api import Generator, Stream
 from ..errors import QuickdraftError
+from .guard import Guard, HostPolicy, cors
 from .metrics import Metrics
 from .schemas import (COMPLETIONS_DEFAULT_MAX_TOKENS, BaseRequest, ChatCompletionRequest, CompletionRequest,
                       ResponseIds, UnsupportedParameter, decode_options, error_body, json_type, prediction_text,
@@ -47,20 +55,34 @@ ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/metrics", "
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 DRAIN_LIMIT = 64 << 20  # an oversized body is read (and dropped) up to this much, so the client sees the 413
 CLIENT_GONE = 499  # nginx's "client closed request": recorded in the metrics, never seen by anyone
+CHARS_PER_TOKEN = 16  # a text longer than the context times this cannot fit it: refused before tokenising
+PREPARE_THREADS = 4  # request validation and tokenising, off the event loop and not one behind another
+log = logging.getLogger("quickdraft.server")
 
 
 @dataclass(frozen=True)
 class ServerLimits:
+    """What one client may take; every field has a `quickdraft serve` flag of the same name (docs/server.md)."""
+
     max_queue: int = 64  # requests waiting behind the running one; one more gets 429 + Retry-After
     request_timeout: float = 600.0  # seconds from arrival to the last token, queue wait included
     max_body_bytes: int = 8 << 20  # larger request bodies get 413
+    header_timeout: float = 10.0  # seconds for a request's headers to arrive, else the connection closes
+    body_timeout: float = 30.0  # seconds for a request's body to arrive, else 408
+    keep_alive_timeout: float = 5.0  # an idle kept-alive connection closes after this many seconds
+    max_connections: int = 256  # open connections; a new one past this gets 503 and is closed
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_queue, int) or self.max_queue < 1:
-            raise QuickdraftError(f"max_queue must be an integer >= 1; got {self.max_queue!r}")
-        if not isinstance(self.request_timeout, (int, float)) or not self.request_timeout > 0:
-            raise QuickdraftError(f"request_timeout must be a number of seconds > 0; got {self.request_timeout!r}")
-        if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1024:
+        for name in ("max_queue", "max_connections"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise QuickdraftError(f"{name} must be an integer >= 1; got {value!r}")
+        for name in ("request_timeout", "header_timeout", "body_timeout", "keep_alive_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise QuickdraftError(f"{name} must be a number of seconds > 0; got {value!r}")
+        if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) \
+                or self.max_body_bytes < 1024:
             raise QuickdraftError(f"max_body_bytes must be an integer >= 1024; got {self.max_body_bytes!r}")
 
 
@@ -77,15 +99,26 @@ class ApiError(Exception):
         return JSONResponse(self.body, status_code=self.status, headers=self.headers)
 
 
-def create_app(generator: Generator, *, model_name: str, api_key: str | None = None, max_queue: int = 64,
-               request_timeout: float = 600.0, max_body_bytes: int = 8 << 20, playground: bool = True) -> FastAPI:
-    """The ASGI app serving `generator` as `model_name`; run it with uvicorn (see cli.cmd_serve).
+def create_app(generator: Generator, *, model_name: str, api_key: str | None = None,
+               limits: ServerLimits = ServerLimits(), hosts: HostPolicy = HostPolicy(),
+               cors_origins: tuple[str, ...] = (), playground: bool = True) -> FastAPI:
+    """The ASGI app serving `generator` as `model_name`; run it with uvicorn under http.config(app, limits)
+    (see cli.cmd_serve), which bounds slow clients and open connections.
 
     api_key: when set, every route but /health and the playground page needs `Authorization: Bearer <api_key>`
-    (the page is static; its requests carry the key typed into it).
-    playground: serve the playground page (playground.html) at /.
+    (the page is static; its requests carry the key typed into it). An empty key is refused, not "no key".
+    hosts: the Host headers served (guard.HostPolicy). cors_origins: browser origins allowed to call the API
+    (CORS is off without them). playground: serve the playground page (playground.html) at /.
     """
-    limits = ServerLimits(max_queue, request_timeout, max_body_bytes)
+    if api_key is not None and not api_key.strip():
+        raise QuickdraftError("the API key is empty: give a key, or none at all to serve without one")
+    if not isinstance(limits, ServerLimits):
+        raise QuickdraftError(f"limits must be a ServerLimits; got {type(limits).__name__}")
+    origins = tuple(cors_origins)
+    for origin in origins:
+        if not isinstance(origin, str) or not re.fullmatch(r"https?://[^/\s]+|\*", origin):
+            raise QuickdraftError(f"--cors-origin takes origins such as https://example.com (scheme and host, "
+                                  f"no path) or *; got {origin!r}")
     metrics = Metrics()
     service = Service(generator, model_name, limits, metrics)
 
@@ -97,12 +130,15 @@ def create_app(generator: Generator, *, model_name: str, api_key: str | None = N
 
     app = FastAPI(title="quickdraft", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
+    # Outermost last: responses counted (unhandled errors too) -> Host, media type, size -> CORS if asked.
+    if origins:
+        app.add_middleware(cors, origins=origins)
+    app.add_middleware(Guard, hosts=hosts, max_body_bytes=limits.max_body_bytes, drain_limit=DRAIN_LIMIT)
     app.add_middleware(CountResponses, metrics=metrics)
     app.add_exception_handler(ApiError, lambda request, e: e.response())
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, lambda request, e: ApiError(400, str(e)).response())
-    app.add_exception_handler(Exception, lambda request, e: ApiError(
-        500, "The server had an error while processing your request.", "server_error").response())
+    app.add_exception_handler(Exception, _server_error)
     auth = [Depends(_bearer_check(api_key))]
 
     if playground:
@@ -110,12 +146,13 @@ def create_app(generator: Generator, *, model_name: str, api_key: str | None = N
 
         @app.get("/", include_in_schema=False)
         async def playground_page() -> HTMLResponse:
-            return HTMLResponse(page, headers={"Content-Security-Policy": csp})
+            return HTMLResponse(page, headers={"Content-Security-Policy": csp, "X-Frame-Options": "DENY"})
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
+        service.worker.ensure_running()  # a worker thread that died is restarted here at the latest
         return {"status": "ok", "model": model_name, "queued": service.worker.queued,
-                "running": service.worker.running is not None}
+                "running": service.worker.running is not None, "worker_restarts": service.worker.restarts}
 
     @app.get("/v1/models", dependencies=auth)
     async def list_models() -> dict[str, Any]:
@@ -128,7 +165,8 @@ def create_app(generator: Generator, *, model_name: str, api_key: str | None = N
 
     @app.get("/metrics", dependencies=auth)
     async def prometheus() -> PlainTextResponse:
-        text = metrics.render(queued=service.worker.queued, running=service.worker.running is not None)
+        text = metrics.render(queued=service.worker.queued, running=service.worker.running is not None,
+                              worker_restarts=service.worker.restarts)
         return PlainTextResponse(text, media_type=PROMETHEUS_TEXT)
 
     @app.post("/v1/chat/completions", dependencies=auth)
@@ -152,7 +190,7 @@ class Service:
     def __init__(self, generator: Generator, model_name: str, limits: ServerLimits, metrics: Metrics):
         self.generator, self.model_name, self.limits, self.metrics = generator, model_name, limits, metrics
         self.worker = Worker(limits.max_queue, on_finish=metrics.record_generation)
-        self.prepare = ThreadPoolExecutor(1, thread_name_prefix="quickdraft-prepare")  # tokenising, off the loop
+        self.prepare = ThreadPoolExecutor(PREPARE_THREADS, thread_name_prefix="quickdraft-prepare")
         self.created = int(time.time())
 
     def close(self) -> None:
@@ -169,23 +207,34 @@ class Service:
 
     async def parse(self, request: Request, schema: type[BaseRequest]) -> Any:
         body = await self._read_body(request)
-        try:
-            return schema.model_validate_json(body)
-        except ValidationError as e:
-            raise _validation_error(e) from None
+
+        def validate() -> Any:  # off the event loop: a body of many items takes a while to check
+            try:
+                return schema.model_validate_json(body)
+            except ValidationError as e:
+                return _validation_error(e)
+
+        parsed = await asyncio.get_running_loop().run_in_executor(self.prepare, validate)
+        if isinstance(parsed, ApiError):
+            raise parsed
+        return parsed
 
     async def _read_body(self, request: Request) -> bytes:
         limit = self.limits.max_body_bytes
         pieces, size = [], 0
         try:
-            async for piece in request.stream():
-                size += len(piece)
-                if size <= limit:
-                    pieces.append(piece)
-                elif size > DRAIN_LIMIT:
-                    break
+            async with asyncio.timeout(self.limits.body_timeout):
+                async for piece in request.stream():
+                    size += len(piece)
+                    if size <= limit:
+                        pieces.append(piece)
+                    elif size > DRAIN_LIMIT:
+                        break
         except ClientDisconnect:
             raise ApiError(400, "The client disconnected while sending the request body.") from None
+        except TimeoutError:
+            raise ApiError(408, f"The request body did not arrive within {self.limits.body_timeout:g} seconds "
+                           "(--body-timeout).", code="request_timeout", headers={"Connection": "close"}) from None
         if size > limit:
             raise ApiError(413, f"The request body is larger than this server's limit of {limit} bytes "
                            "(--max-body-bytes).", code="request_too_large")
@@ -199,20 +248,36 @@ class Service:
             refuse_unsupported(req)
         except UnsupportedParameter as e:
             raise ApiError(400, e.message, param=e.param, code="unsupported_parameter") from None
-        default_max = self.generator.runner.max_context if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
+        if self.worker.full:  # before any tokenising: a flood is turned away cheaply
+            raise self._busy()
+        context = self.generator.runner.max_context
+        prediction = prediction_text(req)
+        for what, value in (("prompt" if not chat else "messages", prompt), ("prediction", prediction)):
+            chars = _chars(value)
+            if chars > context * CHARS_PER_TOKEN:
+                raise ApiError(400, f"The {what} is {chars} characters long: more than this model's context of "
+                               f"{context} tokens can hold (at most {context * CHARS_PER_TOKEN} characters are "
+                               "accepted, 16 a token).", param=what, code="context_length_exceeded")
+        default_max = context if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
         try:
             options = replace(decode_options(req, default_max_tokens=default_max), chat=None if chat else False)
-            start = functools.partial(self.generator.stream, prompt, options, prediction=prediction_text(req))
+            start = functools.partial(self.generator.stream, prompt, options, prediction=prediction)
             stream = await asyncio.get_running_loop().run_in_executor(self.prepare, start)
         except QuickdraftError as e:  # everything Generator.stream checks, before any model work
             raise ApiError(400, str(e)) from None
+        asked = req.max_completion_tokens if chat and req.max_completion_tokens is not None else req.max_tokens
+        if asked is not None and len(stream.prompt_ids) + asked > context:
+            param = "max_completion_tokens" if chat and req.max_completion_tokens is not None else "max_tokens"
+            where = "messages" if chat else "prompt"
+            raise ApiError(400, f"This model's maximum context length is {context} tokens. However, you requested "
+                           f"{len(stream.prompt_ids) + asked} tokens ({len(stream.prompt_ids)} in the {where}, "
+                           f"{asked} in the completion). Please reduce the length of the {where} or completion.",
+                           param=param, code="context_length_exceeded")
 
         try:
             run = Run(self.worker, request, stream, deadline=arrived + self.limits.request_timeout)
         except QueueFull:
-            raise ApiError(429, f"The server is busy: {self.worker.max_queue} requests are already waiting for the "
-                           "model. Retry after a few seconds.", "requests", code="rate_limit_exceeded",
-                           headers={"Retry-After": str(self.metrics.retry_after())}) from None
+            raise self._busy() from None
         ids = ResponseIds(chat, self.model_name)
         segments = bool(req.quickdraft and req.quickdraft.segments)
         try:
@@ -233,6 +298,34 @@ class Service:
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return StreamingResponse(_sse(run, ids, first, include_usage, segments), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    def _busy(self) -> ApiError:
+        return ApiError(429, f"The server is busy: {self.worker.max_queue} requests are already waiting for the "
+                        "model. Retry after a few seconds.", "requests", code="rate_limit_exceeded",
+                        headers={"Retry-After": str(self.metrics.retry_after())})
+
+
+def _chars(value: Any) -> int:
+    """Characters of a prompt, messages or prediction as the request gave them (text parts counted)."""
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return _chars(value.get("content", value.get("text")))
+    return sum(_chars(v) for v in value) if isinstance(value, (list, tuple)) else 0
+
+
+def request_id() -> str:
+    return "req_" + uuid.uuid4().hex[:20]
+
+
+def _server_error(request: Request, e: Exception) -> JSONResponse:
+    """An unexpected exception in a route: logged with an id; the client gets the id, not the exception."""
+    rid = request_id()
+    log.error("request %s failed: %s %s", rid, request.method, request.url.path, exc_info=e)
+    return ApiError(500, f"The server had an error while processing your request (request id {rid}); its log has "
+                    "the details.", "server_error").response()
 
 
 class Run:
@@ -270,8 +363,9 @@ class Run:
             self.worker.cancel(self.job, "timeout")
             raise ApiError(504, "The request did not finish within the server's time limit (--request-timeout); "
                            "ask for fewer tokens or retry later.", "timeout", code="request_timeout")
-        if kind == "error":
-            raise ApiError(500, f"The model failed while generating: {type(value).__name__}: {value}", "server_error")
+        if kind == "error":  # the worker logged the exception under the job's id
+            raise ApiError(500, f"The model failed while generating (request id {self.job.id}); the server's log "
+                           "has the details.", "server_error")
         return kind, value
 
     def close(self) -> None:
@@ -286,7 +380,7 @@ def _playground_page() -> tuple[str, str]:
     script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     csp = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; connect-src 'self'; "
-           "img-src 'self'; base-uri 'none'; form-action 'none'")
+           "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
     return page, csp
 
 
@@ -397,9 +491,18 @@ class CountResponses:
         path = scope["path"]
         route = path if path in ROUTES else "/v1/models/{id}" if path.startswith("/v1/models/") else "other"
 
+        started = False
+
         async def counting_send(message: dict) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 self.metrics.record_response(route, message["status"])
             await send(message)
 
-        await self.app(scope, receive, counting_send)
+        try:
+            await self.app(scope, receive, counting_send)
+        except Exception:
+            if not started:  # answered 500 by Starlette's outermost handler (_server_error), outside this one
+                self.metrics.record_response(route, 500)
+            raise

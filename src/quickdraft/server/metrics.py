@@ -11,6 +11,7 @@ thread records generations, the event loop records HTTP responses.
     quickdraft_queue_wait_seconds                           histogram: arrival to start of generation
     quickdraft_time_to_first_token_seconds                  histogram: arrival to first token
     quickdraft_queue_depth, quickdraft_generation_running  gauges
+    quickdraft_worker_restarts_total                        worker threads started again after one died
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class Metrics:
         """Seconds until a queue slot is likely free: about one generation (1..60)."""
         return max(1, min(60, math.ceil(self.recent_duration)))
 
-    def render(self, *, queued: int, running: bool) -> str:
+    def render(self, *, queued: int, running: bool, worker_restarts: int = 0) -> str:
         with self._lock:
             lines = ["# HELP quickdraft_http_requests_total HTTP responses sent, by route and status.",
                      "# TYPE quickdraft_http_requests_total counter"]
@@ -119,5 +120,7 @@ class Metrics:
         lines += ["# HELP quickdraft_queue_depth Requests waiting for the model.", "# TYPE quickdraft_queue_depth gauge",
                   f"quickdraft_queue_depth {queued}",
                   "# HELP quickdraft_generation_running 1 while the model is generating.",
-                  "# TYPE quickdraft_generation_running gauge", f"quickdraft_generation_running {int(running)}"]
+                  "# TYPE quickdraft_generation_running gauge", f"quickdraft_generation_running {int(running)}",
+                  "# HELP quickdraft_worker_restarts_total Worker threads started again after one died.",
+                  "# TYPE quickdraft_worker_restarts_total counter", f"quickdraft_worker_restarts_total {worker_restarts}"]
         return "\n".join(lines) + "\n"

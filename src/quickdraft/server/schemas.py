@@ -8,7 +8,12 @@ live in one extension object, `"quickdraft": {...}`, validated just as strictly.
 
 A request becomes exactly one `Generator.stream(prompt, decode_options(...), prediction=...)` call.
 Defaults follow OpenAI: temperature 1, top_p 1; chat `max_tokens` defaults to the rest of the context,
-completions `max_tokens` to 16.
+completions `max_tokens` to 16. A temperature below sampling.GREEDY_BELOW (1e-5) decodes greedily.
+
+Sizes are bounded where the schema can see them: at most MAX_MESSAGES messages and MAX_STOP stop
+strings of at most MAX_STOP_CHARS characters; list items are checked until the first bad one
+(fail_fast), so a body of many bad items costs no more than one. The text sizes against the model's
+context are checked in app.py, before tokenising.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from ..sampling import SamplingParams
 
 STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+MAX_MESSAGES = 4096  # messages in one chat request
+MAX_STOP = 64  # stop strings in one request (OpenAI allows 4)
+MAX_STOP_CHARS = 1024  # characters of one stop string (the stream holds back that many at the end)
 
 
 class UnsupportedParameter(Exception):
@@ -70,12 +78,16 @@ def _text_or_parts(value: Any) -> Any:
 def _stop(value: Any) -> Any:
     if value is None or isinstance(value, str):
         strings = [] if value is None else [value]
+    elif isinstance(value, list) and len(value) > MAX_STOP:
+        raise ValueError(f"at most {MAX_STOP} stop strings are accepted; got {len(value)}")
     elif isinstance(value, list) and all(isinstance(s, str) for s in value):
         strings = value
     else:
         raise ValueError(f"expected a string or a list of strings, got {json_type(value)}")
     if any(s == "" for s in strings):
         raise ValueError("stop strings must not be empty")
+    if (longest := max(map(len, strings), default=0)) > MAX_STOP_CHARS:
+        raise ValueError(f"a stop string may be at most {MAX_STOP_CHARS} characters long; got one of {longest}")
     return value
 
 
@@ -202,7 +214,7 @@ class ChatMessage(BaseModel):
 
 
 class ChatCompletionRequest(BaseRequest):
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES, fail_fast=True)
     max_completion_tokens: int | None = Field(None, ge=1)  # the current name of max_tokens
     logprobs: Any = None
     top_logprobs: Any = None

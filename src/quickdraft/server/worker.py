@@ -9,6 +9,11 @@ runner before it starts.
 
 Events delivered, in order: ("chunk", Chunk) per engine step, then exactly one of ("done", Result),
 ("timeout", None) or ("error", Exception). A cancelled job gets no closing event: nobody is listening.
+
+The worker is supervised: an exception out of a generation fails that job and the thread goes on;
+anything that ends the thread itself (a BaseException such as SystemExit, or an exception raised into
+it) fails the running job, and a new thread takes the queue (`restarts` counts them; ensure_running,
+called on every submit and by /health, restarts a thread that died without a word).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,6 +45,7 @@ class Job:
     first_chunk: float | None = None  # when the first step's tokens were delivered
     finished: float | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
+    id: str = field(default_factory=lambda: "req_" + uuid.uuid4().hex[:20])  # names it in the log and errors
 
 
 class Worker:
@@ -52,16 +59,31 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.running: Job | None = None
+        self.restarts = 0  # worker threads started again after one died
 
     @property
     def queued(self) -> int:
         return len(self._waiting)
 
+    @property
+    def full(self) -> bool:
+        return len(self._waiting) >= self.max_queue
+
     def start(self) -> None:
         with self._cond:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="quickdraft-worker", daemon=True)
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._supervised, name="quickdraft-worker", daemon=True)
                 self._thread.start()
+
+    def ensure_running(self) -> None:
+        """Start a new worker thread if the last one died (and the worker is not stopped)."""
+        with self._cond:
+            dead = self._thread is not None and not self._thread.is_alive()
+            if dead:
+                log.error("the worker thread had died; starting a new one")
+                self._thread = None
+                self.restarts += 1
+        self.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         with self._cond:
@@ -83,7 +105,7 @@ class Worker:
                 raise QueueFull
             self._waiting.append(job)
             self._cond.notify()
-        self.start()
+        self.ensure_running()
 
     def cancel(self, job: Job, outcome: str = "cancelled") -> None:
         """Stop a job: dropped from the queue if still waiting (reported to on_finish with `outcome`),
@@ -98,6 +120,27 @@ class Worker:
         if self.on_finish is not None:
             self.on_finish(job, outcome)
 
+    def _supervised(self) -> None:
+        """The thread's body: the loop, and if something ends the thread itself, the running job failed and a
+        new thread started in its place."""
+        try:
+            self._loop()
+        except BaseException as e:  # not a generation's own failure (those end in _run): the thread is dying
+            log.critical("the worker thread died (%s); restarting it", type(e).__name__, exc_info=e)
+            with self._cond:
+                job, self.running = self.running, None
+                self._thread = None
+                self.restarts += 1
+            if job is not None:
+                job.finished = time.monotonic()
+                try:
+                    job.deliver("error", e)
+                    if self.on_finish is not None:
+                        self.on_finish(job, "error")
+                except Exception:
+                    log.exception("could not report job %s", job.id)
+            self.start()
+
     def _loop(self) -> None:
         while True:
             with self._cond:
@@ -107,12 +150,10 @@ class Worker:
                     return
                 job = self._waiting.popleft()
                 self.running = job
-            try:
-                outcome = self._run(job)
-            finally:
-                job.finished = time.monotonic()
-                with self._cond:
-                    self.running = None
+            outcome = self._run(job)  # what ends the thread leaves self.running set, for _supervised
+            job.finished = time.monotonic()
+            with self._cond:
+                self.running = None
             if self.on_finish is not None:
                 try:
                     self.on_finish(job, outcome)
@@ -134,7 +175,7 @@ class Worker:
             job.deliver("done", job.stream.result)
             return "done"
         except Exception as e:  # the server stays up; the client gets a server_error
-            log.exception("generation failed")
+            log.exception("generation of request %s failed", job.id)
             job.deliver("error", e)
             return "error"
         finally:
