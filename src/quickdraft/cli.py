@@ -255,14 +255,16 @@ def _serve_vllm(args: argparse.Namespace) -> int:
         ("--runner", args.runner, "transformers"), ("--draft-model", args.draft_model, None),
         ("--draft-runner", args.draft_runner, None), ("--draft-precision", args.draft_precision, None),
         ("--threads", args.threads, None), ("--kernels", args.kernels, "auto"), ("--max-queue", args.max_queue, 64),
-        ("--request-timeout", args.request_timeout, 600.0)) if value != default]
+        ("--request-timeout", args.request_timeout, 600.0), ("--header-timeout", args.header_timeout, 10.0),
+        ("--body-timeout", args.body_timeout, 30.0), ("--keep-alive-timeout", args.keep_alive_timeout, 5.0),
+        ("--max-connections", args.max_connections, 256), ("--allowed-hosts", args.allowed_hosts, None),
+        ("--cors-origin", args.cors_origin, None)) if value != default]
     dtype = {"auto": (), "bf16": ("--dtype", "bfloat16"), "fp32": ("--dtype", "float32")}[args.dtype]
     if engine_only:
         raise QuickdraftError(f"{', '.join(engine_only)} apply to quickdraft's own engine, not to --engine vllm "
                               "(pass vLLM's own options with --vllm-args)")
     config = ServeConfig(model="", served_name=args.model_name or args.model, host=args.host, port=args.port,
-                         api_key=args.api_key or os.environ.get("QUICKDRAFT_API_KEY") or None,
-                         max_context=args.max_context, num_speculative_tokens=args.num_speculative_tokens,
+                         api_key=_api_key(args), max_context=args.max_context, num_speculative_tokens=args.num_speculative_tokens,
                          drafter=args.drafter, policy=args.policy, sizing=args.draft_sizing,
                          max_body_bytes=args.max_body_bytes, vllm_args=dtype + split_args(args.vllm_args))
     check_installed(vllm_python())  # vLLM is there, in a version the plugin was tested with, before a model is pulled
