@@ -434,3 +434,46 @@ def test_a_tiny_temperature_decodes_as_greedy_in_the_library():
 
     greedy = gen.generate("hi", chat=False, max_new_tokens=8, drafter="none").text
     assert gen.generate("hi", chat=False, max_new_tokens=8, sampling=SamplingParams(temperature=1e-45)).text == greedy
+
+
+class ThreadRecordingRunner(KillingRunner):
+    threads: set = set()
+
+    def forward(self, tokens):
+        ThreadRecordingRunner.threads.add(threading.current_thread().name)
+        return super().forward(tokens)
+
+
+def test_quickdraft_serve_generates_on_the_main_thread_and_restarts_its_loop():
+    """http.serve (what `quickdraft serve` runs): uvicorn on a thread, generations on the calling thread, where
+    a loop that dies fails its request and starts again in place."""
+    import uvicorn
+
+    from quickdraft.server import http
+
+    KillingRunner.kills = 1
+    gen = scripted_generator(ThreadRecordingRunner, "abcdefgh", max_context=512)
+    app = create_app(gen, model_name="m")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = uvicorn.Server(http.config(app, ServerLimits(), host="127.0.0.1", port=port, log_level="warning"))
+    seen = {}
+
+    def use():
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        body = {"model": "m", "prompt": "hi", "max_tokens": 4, "temperature": 0, "quickdraft": {"drafter": "none"}}
+        url = f"http://127.0.0.1:{port}"
+        seen["first"] = httpx.post(url + COMPLETIONS, json=body, timeout=30).status_code
+        seen["second"] = httpx.post(url + COMPLETIONS, json=body, timeout=30).json()["choices"][0]["text"]
+        seen["health"] = httpx.get(url + "/health").json()
+        server.should_exit = True
+
+    threading.Thread(target=use, daemon=True).start()
+    http.serve(server, app.state.service.worker)
+    assert seen["first"] == 500 and seen["second"] == "abcd"
+    assert seen["health"]["worker_restarts"] == 1
+    assert ThreadRecordingRunner.threads == {threading.main_thread().name}

@@ -10,11 +10,15 @@ import sys
 import time
 from pathlib import Path
 
+from .acceptance import RULES
 from .drafters.draft_model import DraftModelConfig
+from .drafters.prediction import POLICIES
 from .drafters.ouroboros import OuroborosConfig
 from .errors import QuickdraftError
 from .prompts import edit_request
+from .options import DRAFT_PRECISIONS, DTYPES, KERNELS
 from .sampling import SamplingParams
+from .sizing import SIZING
 
 GREEN, RESET = "\033[32m", "\033[0m"
 
@@ -242,7 +246,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.no_playground:
         print(f"quickdraft: playground at http://{args.host}:{args.port}/ (--no-playground turns it off)",
               file=sys.stderr)
-    uvicorn.Server(http.config(app, limits, host=args.host, port=args.port, log_level=args.log_level)).run()
+    server = uvicorn.Server(http.config(app, limits, host=args.host, port=args.port, log_level=args.log_level))
+    http.serve(server, app.state.service.worker)  # generations on this thread, HTTP on another
     return 0
 
 
@@ -332,7 +337,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .drafters.build import DRAFTER_NAMES
+    from .drafters.build import DRAFTER_NAMES, TOKEN_DRAFTERS
     from .models import ALIASES, DEFAULT_MODEL
     from .bench.methods import GROUPS as BENCH_METHOD_GROUPS, METHODS as BENCH_METHODS
     from .bench.workloads import WORKLOADS as BENCH_WORKLOADS
@@ -355,8 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ouroboros", default="", metavar="KEY=VALUE,...",
                    help="ouroboros drafter settings, e.g. gamma=24,branches=3,window=0,warm_start=no "
                         "(see docs/ouroboros.md)")
-    g.add_argument("--policy", default="default", choices=["default", "openai"], help="prediction drafting policy")
-    g.add_argument("--draft-sizing", default="auto", choices=["auto", "cost", "off"],
+    g.add_argument("--policy", default="default", choices=POLICIES, help="prediction drafting policy")
+    g.add_argument("--draft-sizing", default="auto", choices=SIZING,
                    help="cap drafts at the length that pays on this runner (cost), or not (off); auto: cost, except "
                    "Ouroboros on transformers (it sizes its drafts itself). Never changes the output")
     g.add_argument("--max-new-tokens", type=int, default=512)
@@ -369,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--top-k", type=int, default=0, help="0: no top-k cut")
     g.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
-    g.add_argument("--acceptance", choices=["exact", "mentored", "typical", "threshold"], default="exact",
+    g.add_argument("--acceptance", choices=RULES, default="exact",
                    help="exact (default: output identical to plain decoding / its distribution); mentored "
                    "(sampling only, lossy: more accepted drafts, KL(target || output) <= --kl-bound per token); "
                    "typical or threshold (sampling only, lossy, no bound: Medusa's typical acceptance and SGLang's "
@@ -416,11 +421,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--engine", choices=["quickdraft", "vllm"], default="quickdraft",
                    help="quickdraft: this engine, one request at a time, every method (the default); vllm: vLLM's "
                    "server (batching, tensor parallel) with quickdraft's drafters and `prediction`")
-    e.add_argument("--drafter", default="auto", choices=["auto", "prediction", "lookup", "prediction+lookup", "none"],
+    e.add_argument("--drafter", default="auto", choices=TOKEN_DRAFTERS,
                    help="vllm: the drafter of requests that choose none (vllm_xargs qd_drafter); auto: the prediction "
                    "if given, else prompt lookup")
-    e.add_argument("--policy", default="default", choices=["default", "openai"], help="vllm: the prediction policy")
-    e.add_argument("--draft-sizing", default="cost", choices=["cost", "off"],
+    e.add_argument("--policy", default="default", choices=POLICIES, help="vllm: the prediction policy")
+    e.add_argument("--draft-sizing", default="cost", choices=[s for s in SIZING if s != "auto"],
                    help="vllm: cut each step's drafts to what pays at its measured cost and load (cost, the default), "
                    "or verify them as drafted (off); per request: vllm_xargs qd_sizing. Never changes the output")
     e.add_argument("--num-speculative-tokens", type=int, default=32,
@@ -477,14 +482,14 @@ def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-model", metavar="M", help="a smaller model with the same tokenizer (alias, folder or .gguf) "
                    "for speculative decoding; used by drafter draft-model, and by auto when there is no prediction")
     p.add_argument("--draft-runner", choices=RUNNERS, default=None, help="the draft model's runner (default: --runner)")
-    p.add_argument("--draft-precision", choices=["int8", "fp32"], default=None,
+    p.add_argument("--draft-precision", choices=DRAFT_PRECISIONS, default=None,
                    help="precision of a transformers draft model (default int8: ~4x cheaper on a CPU; never changes "
                    "the output)")
-    p.add_argument("--dtype", choices=["auto", "bf16", "fp32"], default="auto",
+    p.add_argument("--dtype", choices=DTYPES, default="auto",
                    help="the transformers target's precision: fp32, bf16 (faster on CPUs with AVX512_BF16 or AMX; exact "
                    "by construction, checked at load: docs/runtime.md), auto (bf16 where the CPU has native bf16 "
                    "and the check passes, else fp32)")
-    p.add_argument("--kernels", choices=["auto", "onednn", "torch"], default="auto",
+    p.add_argument("--kernels", choices=KERNELS, default="auto",
                    help="a transformers model's Linear layers, float32 or bf16: onednn (weights packed once; on the "
                    "project's CPU 1.2x (fp32) to 1.4x (bf16) faster plain decoding, 1.2-1.8x faster verification "
                    "passes), torch (as transformers loads them), auto (onednn where torch runs the dtype with it; "

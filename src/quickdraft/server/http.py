@@ -9,12 +9,17 @@ has arrived. GuardedH11 adds both at the connection:
     connections  past max_connections open connections, a new one is answered 503 and closed
 
 A body that trickles in is bounded by the app (ServerLimits.body_timeout, answered 408).
+
+`serve` runs uvicorn on a thread of its own and the generation worker on the calling (main) thread:
+decoding on the thread that loaded the model is as fast as the library's (docs/server.md#speed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import threading
 from typing import Any
 
 import h11
@@ -22,6 +27,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .app import ServerLimits
+from .worker import Worker
 
 _BUSY = json.dumps({"error": {"message": "The server has too many open connections; retry in a few seconds.",
                               "type": "server_busy", "param": None, "code": "too_many_connections"}}).encode()
@@ -83,3 +89,25 @@ def protocol(limits: ServerLimits) -> type[GuardedH11]:
 def config(app: Any, limits: ServerLimits, **options: Any) -> uvicorn.Config:
     """uvicorn's Config for `app` under `limits`; options (host, port, log_level, ...) as uvicorn takes them."""
     return uvicorn.Config(app, http=protocol(limits), timeout_keep_alive=limits.keep_alive_timeout, **options)
+
+
+def serve(server: uvicorn.Server, worker: Worker) -> None:
+    """Run `server` (its app's generations go to `worker`) until it stops or SIGINT/SIGTERM: uvicorn on a
+    thread, the worker's loop here, on the main thread."""
+    thread = threading.Thread(target=server.run, name="quickdraft-http", daemon=True)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    worker.on_caller()  # before the app's startup, which would start a thread
+    thread.start()
+    try:
+        worker.run_here(lambda: not thread.is_alive())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.should_exit = True
+        worker.stop()
+        thread.join(10)
+        signal.signal(signal.SIGTERM, previous)

@@ -14,6 +14,10 @@ The worker is supervised: an exception out of a generation fails that job and th
 anything that ends the thread itself (a BaseException such as SystemExit, or an exception raised into
 it) fails the running job, and a new thread takes the queue (`restarts` counts them; ensure_running,
 called on every submit and by /health, restarts a thread that died without a word).
+
+`quickdraft serve` runs the loop on the main thread instead (`run_here`, with uvicorn on another
+thread): torch decodes markedly slower on a thread other than the one that loaded the model
+(measured: docs/server.md#speed), and there the same supervision restarts the loop in place.
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.running: Job | None = None
-        self.restarts = 0  # worker threads started again after one died
+        self.restarts = 0  # worker threads (or loops, under run_here) started again after one died
+        self._here = False  # the loop runs on a caller's thread (run_here): no thread of its own
 
     @property
     def queued(self) -> int:
@@ -71,7 +76,7 @@ class Worker:
 
     def start(self) -> None:
         with self._cond:
-            if self._thread is None and not self._closed:
+            if self._thread is None and not self._closed and not self._here:
                 self._thread = threading.Thread(target=self._supervised, name="quickdraft-worker", daemon=True)
                 self._thread.start()
 
@@ -120,32 +125,56 @@ class Worker:
         if self.on_finish is not None:
             self.on_finish(job, outcome)
 
+    def on_caller(self) -> None:
+        """The loop will run on a caller's thread (run_here): start() and ensure_running() start no thread."""
+        self._here = True
+
+    def run_here(self, until: Callable[[], bool]) -> None:
+        """Run the loop on this thread until the worker is stopped or `until()` is true (checked twice a
+        second while idle). A failure that is not a generation's own fails the running job and the loop
+        goes on; KeyboardInterrupt ends it."""
+        self.on_caller()
+        while not self._closed and not until():
+            try:
+                self._loop(until)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - as _supervised, in place
+                self._failed(e)
+
+    def _failed(self, e: BaseException) -> None:
+        """The loop died with `e` outside a generation's own handling: fail the running job, count a restart."""
+        log.critical("the worker loop died (%s); restarting it", type(e).__name__, exc_info=e)
+        with self._cond:
+            job, self.running = self.running, None
+            self.restarts += 1
+        if job is not None:
+            job.finished = time.monotonic()
+            try:
+                job.deliver("error", e)
+                if self.on_finish is not None:
+                    self.on_finish(job, "error")
+            except Exception:
+                log.exception("could not report job %s", job.id)
+
     def _supervised(self) -> None:
         """The thread's body: the loop, and if something ends the thread itself, the running job failed and a
         new thread started in its place."""
         try:
             self._loop()
         except BaseException as e:  # not a generation's own failure (those end in _run): the thread is dying
-            log.critical("the worker thread died (%s); restarting it", type(e).__name__, exc_info=e)
             with self._cond:
-                job, self.running = self.running, None
                 self._thread = None
-                self.restarts += 1
-            if job is not None:
-                job.finished = time.monotonic()
-                try:
-                    job.deliver("error", e)
-                    if self.on_finish is not None:
-                        self.on_finish(job, "error")
-                except Exception:
-                    log.exception("could not report job %s", job.id)
+            self._failed(e)
             self.start()
 
-    def _loop(self) -> None:
+    def _loop(self, until: Callable[[], bool] | None = None) -> None:
         while True:
             with self._cond:
                 while not self._waiting and not self._closed:
-                    self._cond.wait()
+                    if until is not None and until():
+                        return
+                    self._cond.wait(None if until is None else 0.5)
                 if self._closed:
                     return
                 job = self._waiting.popleft()
