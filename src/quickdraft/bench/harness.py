@@ -103,7 +103,7 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
     """Run the benchmark of `config` on the loaded Generator `gen`, appending to config.out/runs.jsonl.
 
     methods: Method objects to run instead of the registered methods config.methods names, e.g. one
-    drafter under two settings (scripts/ab_draft_sizing.py); each one's baseline must be among them.
+    drafter under two settings (docs/results/2026-11-25-draft-stop/ab_draft_sizing.py); each one's baseline must be among them.
     """
     from tqdm import tqdm
 

@@ -23,7 +23,7 @@ Drafting also stops early, whatever k is, when the draft model's probability of 
 falls below `min_confidence`, or the product of those probabilities over the draft so far (its own
 odds that the whole draft is right) below `min_joint`: on a CPU each verified token costs real time,
 so tokens the draft model itself doubts are not worth sending. These probabilities are well calibrated
-(a token the draft model gives 0.5-0.6 is accepted about as often; measured with scripts/draft_model_replay.py:
+(a token the draft model gives 0.5-0.6 is accepted about as often; measured with docs/results/2026-11-23-qwen1.5b-draft/draft_model_replay.py:
 docs/drafters.md#the-draft-model), so each draft carries them (Draft.confidence), their miss rates
 scaled by the request's own misses (`calibrated`: on code the draft model is right more often than
 it says), and the engine's sizer sends only the prefix worth a pass (sizing.py). The rules depend

@@ -21,7 +21,7 @@ masked keys follow. n-token passes against one-token decoding at every cache len
 - the scaled, masked scores are written straight into the padded rows, and in bf16 the softmax writes bf16
   (torch computes it in float32 and rounds once: the bits of a float32 softmax rounded to bf16); the same bits
   as copying the scores into padded rows, a float32 softmax and a conversion, with fewer copies of the scores
-  (measured with scripts/ab_attention.py: docs/runtime.md#attention);
+  (measured with docs/results/2026-11-26-verify-attention/ab_attention.py: docs/runtime.md#attention);
 - with both, `grouped_attention` (NAME) is row-invariant in bf16 at every length tried. It is checked on
   the model at load (runners/hf.exact_runner), which falls back to `rows_attention` where it is not.
 - float32 (MKL and oneDNN) splits the same sums in more ways, by length and by layout; there

@@ -24,15 +24,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from ..acceptance import Rule
 from ..api import Chunk, Result
-from ..drafters.build import DRAFTER_NAMES
 from ..core import Stats
+from ..drafters.build import DrafterName
 from ..drafters.draft_model import DraftModelConfig
 from ..drafters.lookup import LookupConfig
 from ..drafters.ouroboros import OuroborosConfig
+from ..drafters.prediction import Policy
 from ..errors import QuickdraftError
 from ..options import DecodeOptions
 from ..sampling import SamplingParams
+from ..sizing import Sizing
 
 STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
@@ -163,16 +166,16 @@ class QuickdraftOptions(BaseModel):
     client's `extra_body={"quickdraft": {...}}`)."""
 
     model_config = STRICT
-    drafter: Literal[DRAFTER_NAMES] = "auto"  # type: ignore[valid-type]
-    policy: Literal["default", "openai"] = "default"  # prediction drafting policy
+    drafter: DrafterName = "auto"
+    policy: Policy = "default"  # prediction drafting policy
     top_k: int = Field(0, ge=0)  # keep the k most likely tokens when sampling; 0: all
     lookup: LookupOptions | None = None
     draft_length: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"  # draft-model tokens per pass
     # mentored: lossy, bounded, sampling only; typical, threshold: lossy with their defaults, no bound (relaxed.py)
-    acceptance: Literal["exact", "mentored", "typical", "threshold"] = "exact"
+    acceptance: Rule = "exact"
     kl_bound: float | None = Field(None, ge=0, allow_inf_nan=False)  # per-token KL bound for mentored
     ouroboros: OuroborosOptions | None = None  # settings of drafter "ouroboros"
-    draft_sizing: Literal["auto", "cost", "off"] = "auto"  # drafts capped by measured pass costs, or as proposed
+    draft_sizing: Sizing = "auto"  # drafts capped by measured pass costs, or as proposed
     prefix_reuse: bool = True  # false: prefill the whole prompt, taking nothing an earlier request computed (timing)
     # the text split by origin, [[text, from_draft], ...]: in each streamed chunk's "quickdraft" object (with
     # the step's tokens, drafted and accepted counts; chunks of a step that released no text too), or in the

@@ -29,7 +29,7 @@ after a fully accepted draft and after anything else); each step keeps the draft
 most likely first, while one more token adds more output than it costs: long drafts for one request on
 a flat t, fewer and only the likeliest as the batch fills, none where they do not pay. The drafters keep
 their own length rules (the prediction drafter's doubling while it stays right: replayed with vLLM's
-fitted step costs it beat drafting all it has, scripts/vllm_replay.py); the cut comes on top. It changes
+fitted step costs it beat drafting all it has, docs/results/2026-11-24-vllm-sizing/vllm_replay.py); the cut comes on top. It changes
 how much is verified, never the output.
 
 Budget: vLLM verifies whatever the proposer returns, and a step that accepts more than
@@ -53,7 +53,7 @@ from typing import Any, Sequence
 
 from ..core import EMPTY_DRAFT, Draft, Verdict
 from ..drafters.base import Drafter
-from ..drafters.build import build_drafter
+from ..drafters.build import NEEDS_PREDICTION, build_drafter
 from ..errors import QuickdraftError
 from ..sizing import DraftRates, StepCosts, batch_lengths, draft_gains
 
@@ -115,7 +115,7 @@ def check_server_defaults(drafter: str, policy: str, sizing: str = "cost") -> No
     """A server default drafter, policy and sizing that build_drafter can build (QuickdraftError otherwise)."""
     check_sizing(sizing)
     build_drafter(request_drafter(None, drafter, has_prediction=False), None, policy)
-    if drafter in ("prediction", "prediction+lookup"):
+    if drafter in NEEDS_PREDICTION:
         build_drafter(drafter, [], policy)
 
 
@@ -125,7 +125,7 @@ def request_drafter(asked: str | None, server_default: str, has_prediction: bool
     Checked (drafters/build.check_drafter) where the request arrives, so that a bad choice is a 400."""
     if asked is not None:
         return asked
-    if not has_prediction and server_default in ("prediction", "prediction+lookup"):
+    if not has_prediction and server_default in NEEDS_PREDICTION:
         return "none" if server_default == "prediction" else "lookup"
     return server_default
 
