@@ -319,7 +319,7 @@ def test_bad_config_is_refused(kwargs, message):
 
 
 def test_cli_parses_ouroboros_settings():
-    from quickdraft.cli import ouroboros_config
+    from quickdraft.drafters.ouroboros import ouroboros_config
 
     assert ouroboros_config("") == OuroborosConfig()
     assert ouroboros_config("gamma=16, branches=0,warm-start=no") == OuroborosConfig(gamma=16, branches=0,

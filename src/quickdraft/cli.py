@@ -13,7 +13,7 @@ from pathlib import Path
 from .acceptance import RULES
 from .drafters.draft_model import DraftModelConfig
 from .drafters.prediction import POLICIES
-from .drafters.ouroboros import OuroborosConfig
+from .drafters.ouroboros import ouroboros_config
 from .errors import QuickdraftError
 from .prompts import edit_request
 from .options import DRAFT_PRECISIONS, DTYPES, KERNELS
@@ -155,28 +155,6 @@ def _draft_config(value: str) -> DraftModelConfig:
     return DraftModelConfig(k=k)  # validates
 
 
-def ouroboros_config(value: str) -> OuroborosConfig:
-    """'gamma=16,branches=0,warm_start=no' -> OuroborosConfig(gamma=16, branches=0, warm_start=False)."""
-    fields = {f.name: f.type for f in dataclasses.fields(OuroborosConfig)}
-    options: dict[str, object] = {}
-    for item in filter(None, value.split(",")):
-        key, sep, raw = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in fields:
-            raise QuickdraftError(f"--ouroboros takes KEY=VALUE pairs with KEY one of {', '.join(fields)}; got {item!r}")
-        raw = raw.strip()
-        if fields[key] == "bool":
-            if raw.lower() not in ("yes", "no", "true", "false", "on", "off", "1", "0"):
-                raise QuickdraftError(f"--ouroboros {key} must be yes or no; got {raw!r}")
-            options[key] = raw.lower() in ("yes", "true", "on", "1")
-        else:
-            try:
-                options[key] = float(raw) if fields[key] == "float" else int(raw)
-            except ValueError:
-                raise QuickdraftError(f"--ouroboros {key} must be a number; got {raw!r}") from None
-    return OuroborosConfig(**options)  # validates the values
-
-
 def _comparison(result, baseline) -> dict:
     s, b = result.stats, baseline.stats
     return {
@@ -278,62 +256,10 @@ def _serve_vllm(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """`quickdraft bench run | report | predicted-outputs-study`; the work is done in quickdraft.bench."""
-    if args.bench_command == "predicted-outputs-study":
-        from .bench.study import run_study
+    """`quickdraft bench run | report | predicted-outputs-study` (bench/command.py)."""
+    from .bench.command import cmd_bench as run
 
-        result = run_study(args.out)
-        o, d = result.summary["openai"], result.summary["default"]
-        print(f"openai policy: at most {o['max_rejected_per_departure']} rejected per departure, drafting resumes "
-              f"after {o['resume_after_min']}-{o['resume_after_max']} agreeing tokens; default policy: at most "
-              f"{d['max_rejected_per_departure']}, resumes after {d['resume_after_min']}-{d['resume_after_max']}")
-        print(f"wrote {', '.join(str(p) for p in result.files)}")
-        return 0
-    from .bench import report
-
-    if args.bench_command == "report":
-        print(f"wrote {report.build(Path(args.dir))}")
-        return 0
-
-    from .bench import harness
-    from .models import gguf_file, resolve
-
-    command = ["quickdraft", "bench", "run", "--model", args.model, "--runner", args.runner, "--workloads", args.workloads, "--methods",
-               args.methods, "--limit", str(args.limit), *(["--skip", str(args.skip)] if args.skip else []), "--max-new-tokens", str(args.max_new_tokens), "--repeats",
-               str(args.repeats), "--temperature", str(args.temperature), "--out", args.out]
-    command += ["--draft-model", args.draft_model] if args.draft_model else []
-    command += ["--draft-runner", args.draft_runner] if args.draft_runner else []
-    command += ["--draft-precision", args.draft_precision] if args.draft_precision else []
-    command += ["--threads", str(args.threads)] if args.threads else []
-    command += ["--kernels", args.kernels] if args.kernels != "auto" else []
-    command += ["--dtype", args.dtype] if args.dtype != "auto" else []
-    command += ["--data", args.data] if args.data else []
-    # Every option is checked here, before any model loads.
-    config = harness.prepare(args.model, args.workloads, args.methods, args.out, data=args.data,
-                             draft_model=args.draft_model, draft_precision=args.draft_precision, runner=args.runner,
-                             draft_runner=args.draft_runner, kernels=args.kernels, dtype=args.dtype, limit=args.limit,
-                             skip=args.skip, max_new_tokens=args.max_new_tokens, repeats=args.repeats, temperature=args.temperature,
-                             progress=not args.no_progress, argv=command)
-    gen = _load(args)
-    def weights(name: str, kind: str):  # the files that ran: the GGUF itself on llama.cpp, no conversion
-        return gguf_file(name, progress=False) if kind == "llama.cpp" else resolve(name, progress=False)
-
-    summary = harness.run(config, gen, model_path=weights(args.model, args.runner),
-                          draft_path=weights(args.draft_model, args.draft_runner or args.runner) if args.draft_model else None)
-    path = report.build(config.out)
-    print(f"{summary.ran} run(s) done, {summary.resumed} already there; report: {path}", file=sys.stderr)
-    if summary.other_mismatches:
-        print(f"{harness.RED}NOT EXACT{harness.RESET} (another tool, not quickdraft): {len(summary.other_mismatches)} "
-              f"run(s) differ from that tool's plain greedy decoding: {', '.join(summary.other_mismatches[:5])}",
-              file=sys.stderr)
-    if summary.mismatches:
-        print(f"{harness.RED}FAILED{harness.RESET}: {len(summary.mismatches)} run(s) of quickdraft's exact methods "
-              f"differ from plain greedy decoding: {', '.join(summary.mismatches[:5])}", file=sys.stderr)
-        return 3
-    if summary.errors:
-        print(f"{len(summary.errors)} run(s) raised an error (see the report): {summary.errors[0]}", file=sys.stderr)
-        return 1
-    return 0
+    return run(args, _load)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -52,6 +52,7 @@ drafted (6, 1, 4), where token-by-token drafting would have drafted one token.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -280,3 +281,26 @@ class OuroborosDrafter(Drafter):
             self._learn(d.tokens, d.parents if d.parents is not None else trees.chain(len(d)), verdict.argmax)
         if self.config.context:
             self._feed_context(context)
+
+
+def ouroboros_config(value: str) -> OuroborosConfig:
+    """The CLI's --ouroboros text: 'gamma=16,branches=0,warm_start=no' -> OuroborosConfig(gamma=16, branches=0,
+    warm_start=False)."""
+    fields = {f.name: f.type for f in dataclasses.fields(OuroborosConfig)}
+    options: dict[str, object] = {}
+    for item in filter(None, value.split(",")):
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in fields:
+            raise QuickdraftError(f"--ouroboros takes KEY=VALUE pairs with KEY one of {', '.join(fields)}; got {item!r}")
+        raw = raw.strip()
+        if fields[key] == "bool":
+            if raw.lower() not in ("yes", "no", "true", "false", "on", "off", "1", "0"):
+                raise QuickdraftError(f"--ouroboros {key} must be yes or no; got {raw!r}")
+            options[key] = raw.lower() in ("yes", "true", "on", "1")
+        else:
+            try:
+                options[key] = float(raw) if fields[key] == "float" else int(raw)
+            except ValueError:
+                raise QuickdraftError(f"--ouroboros {key} must be a number; got {raw!r}") from None
+    return OuroborosConfig(**options)  # validates the values

@@ -23,12 +23,9 @@ import asyncio
 import base64
 import functools
 import hashlib
-import hmac
 import json
 import re
-import logging
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -44,11 +41,11 @@ from starlette.requests import ClientDisconnect
 
 from ..api import Generator, Stream
 from ..errors import QuickdraftError
+from .errors import ApiError, bearer_check, http_error, server_error, validation_error
 from .guard import Guard, HostPolicy, cors
-from .metrics import Metrics
+from .metrics import CountResponses, Metrics
 from .schemas import (COMPLETIONS_DEFAULT_MAX_TOKENS, BaseRequest, ChatCompletionRequest, CompletionRequest,
-                      ResponseIds, UnsupportedParameter, decode_options, error_body, json_type, prediction_text,
-                      refuse_unsupported)
+                      ResponseIds, UnsupportedParameter, decode_options, prediction_text, refuse_unsupported)
 from .worker import Job, QueueFull, Worker
 
 ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/metrics", "/health")
@@ -57,7 +54,6 @@ DRAIN_LIMIT = 64 << 20  # an oversized body is read (and dropped) up to this muc
 CLIENT_GONE = 499  # nginx's "client closed request": recorded in the metrics, never seen by anyone
 CHARS_PER_TOKEN = 16  # a text longer than the context times this cannot fit it: refused before tokenising
 PREPARE_THREADS = 4  # request validation and tokenising, off the event loop and not one behind another
-log = logging.getLogger("quickdraft.server")
 
 
 @dataclass(frozen=True)
@@ -84,19 +80,6 @@ class ServerLimits:
         if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) \
                 or self.max_body_bytes < 1024:
             raise QuickdraftError(f"max_body_bytes must be an integer >= 1024; got {self.max_body_bytes!r}")
-
-
-class ApiError(Exception):
-    """Answered as an OpenAI error object with this status."""
-
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
-                 code: str | None = None, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.headers = status, headers
-        self.body = error_body(message, type_, param, code)
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body, status_code=self.status, headers=self.headers)
 
 
 def create_app(generator: Generator, *, model_name: str, api_key: str | None = None,
@@ -134,12 +117,12 @@ def create_app(generator: Generator, *, model_name: str, api_key: str | None = N
     if origins:
         app.add_middleware(cors, origins=origins)
     app.add_middleware(Guard, hosts=hosts, max_body_bytes=limits.max_body_bytes, drain_limit=DRAIN_LIMIT)
-    app.add_middleware(CountResponses, metrics=metrics)
+    app.add_middleware(CountResponses, metrics=metrics, routes=ROUTES)
     app.add_exception_handler(ApiError, lambda request, e: e.response())
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, lambda request, e: ApiError(400, str(e)).response())
-    app.add_exception_handler(Exception, _server_error)
-    auth = [Depends(_bearer_check(api_key))]
+    app.add_exception_handler(Exception, server_error)
+    auth = [Depends(bearer_check(api_key))]
 
     if playground:
         page, csp = _playground_page()
@@ -212,7 +195,7 @@ class Service:
             try:
                 return schema.model_validate_json(body)
             except ValidationError as e:
-                return _validation_error(e)
+                return validation_error(e)
 
         parsed = await asyncio.get_running_loop().run_in_executor(self.prepare, validate)
         if isinstance(parsed, ApiError):
@@ -316,18 +299,6 @@ def _chars(value: Any) -> int:
     return sum(_chars(v) for v in value) if isinstance(value, (list, tuple)) else 0
 
 
-def request_id() -> str:
-    return "req_" + uuid.uuid4().hex[:20]
-
-
-def _server_error(request: Request, e: Exception) -> JSONResponse:
-    """An unexpected exception in a route: logged with an id; the client gets the id, not the exception."""
-    rid = request_id()
-    log.error("request %s failed: %s %s", rid, request.method, request.url.path, exc_info=e)
-    return ApiError(500, f"The server had an error while processing your request (request id {rid}); its log has "
-                    "the details.", "server_error").response()
-
-
 class Run:
     """The event-loop side of one Job: its event queue, its deadline, and a watch for the client leaving."""
 
@@ -416,93 +387,3 @@ async def _sse(run: Run, ids: ResponseIds, first: tuple[str, Any], include_usage
         yield b"data: [DONE]\n\n"
     finally:
         run.close()
-
-
-def _param(loc: tuple[Any, ...]) -> str:
-    """('messages', 0, 'content') -> 'messages[0].content'"""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-_EXPECTED = {"int_type": "an integer", "float_type": "a number", "string_type": "a string", "bool_type": "a boolean",
-             "list_type": "an array", "model_type": "an object", "dict_type": "an object"}
-
-
-def _validation_error(e: ValidationError) -> ApiError:
-    err = e.errors(include_url=False)[0]
-    kind, loc, param = err["type"], err["loc"], _param(err["loc"])
-    if kind == "json_invalid":
-        return ApiError(400, f"We could not parse the JSON body of your request ({err['msg']}). "
-                        "The body must be a JSON object.", code="invalid_json")
-    if not loc:
-        return ApiError(400, f"The request body must be a JSON object; got {json_type(err['input'])}.",
-                        code="invalid_type")
-    if kind == "extra_forbidden":
-        return ApiError(400, f"Unrecognized request argument supplied: {param}", param=param, code="unknown_parameter")
-    if kind == "missing":
-        return ApiError(400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
-    if kind.endswith("_type"):
-        expected = _EXPECTED.get(kind, kind.removesuffix("_type").replace("_", " "))
-        return ApiError(400, f"Invalid type for '{param}': expected {expected}, but got {json_type(err['input'])} "
-                        "instead.", param=param, code="invalid_type")
-    message = err["msg"].removeprefix("Value error, ")
-    return ApiError(400, f"Invalid value for '{param}': {message}.", param=param, code="invalid_value")
-
-
-def _http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
-    if e.status_code == 404:
-        message = f"Unknown request URL: {request.method} {request.url.path}."
-    elif e.status_code == 405:
-        message = f"Method {request.method} is not allowed for {request.url.path}."
-    else:
-        message = str(e.detail)
-    return ApiError(e.status_code, message, code="unknown_url" if e.status_code == 404 else None,
-                    headers=getattr(e, "headers", None)).response()
-
-
-def _bearer_check(api_key: str | None) -> Callable[[Request], Any]:
-    expected = api_key.encode() if api_key else None
-
-    async def require_key(request: Request) -> None:
-        if expected is None:
-            return
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        challenge = {"WWW-Authenticate": "Bearer"}
-        if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(401, "You didn't provide an API key: send it as 'Authorization: Bearer YOUR_KEY' "
-                           "(the openai client's api_key).", headers=challenge)
-        if not hmac.compare_digest(token.strip().encode(), expected):
-            raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key", headers=challenge)
-
-    return require_key
-
-
-class CountResponses:
-    """ASGI middleware: counts responses by route and status for /metrics."""
-
-    def __init__(self, app: Any, metrics: Metrics):
-        self.app, self.metrics = app, metrics
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        path = scope["path"]
-        route = path if path in ROUTES else "/v1/models/{id}" if path.startswith("/v1/models/") else "other"
-
-        started = False
-
-        async def counting_send(message: dict) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                self.metrics.record_response(route, message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, counting_send)
-        except Exception:
-            if not started:  # answered 500 by Starlette's outermost handler (_server_error), outside this one
-                self.metrics.record_response(route, 500)
-            raise

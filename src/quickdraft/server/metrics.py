@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter
+from typing import Any
 
 from .worker import Job
 
@@ -124,3 +125,32 @@ class Metrics:
                   "# HELP quickdraft_worker_restarts_total Worker threads started again after one died.",
                   "# TYPE quickdraft_worker_restarts_total counter", f"quickdraft_worker_restarts_total {worker_restarts}"]
         return "\n".join(lines) + "\n"
+
+
+class CountResponses:
+    """ASGI middleware: counts responses by route and status for /metrics."""
+
+    def __init__(self, app: Any, metrics: Metrics, routes: tuple[str, ...]):
+        self.app, self.metrics, self.routes = app, metrics, routes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        route = path if path in self.routes else "/v1/models/{id}" if path.startswith("/v1/models/") else "other"
+
+        started = False
+
+        async def counting_send(message: dict) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                self.metrics.record_response(route, message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counting_send)
+        except Exception:
+            if not started:  # answered 500 by Starlette's outermost handler (_server_error), outside this one
+                self.metrics.record_response(route, 500)
+            raise
