@@ -37,6 +37,7 @@ from quickdraft.vllm.patches import PROPOSER, prediction_counts
 from quickdraft.vllm import proposer as proposer_module
 from quickdraft.vllm.proposer import Proposer, check_server_defaults, cut_draft, observe_step, request_drafter
 from quickdraft.vllm import serve
+from quickdraft.vllm.replay import replay_steps
 from quickdraft.vllm.serve import VENV, ServeConfig, command, launched
 
 K = 8  # num_speculative_tokens of the test server
@@ -648,19 +649,14 @@ def simulate(prompt_ids: list[int], output: list[int], prediction_ids: list[int]
     token from the prefill, then per step a draft of at most K tokens (and no further than max_tokens), the
     longest agreeing prefix accepted, one bonus token."""
     drafter = build_drafter("auto", prediction_ids)
-    drafter.begin(prompt_ids)
-    context, accepted, drafted, i = list(prompt_ids), 0, 0, 1
-    observe_step(drafter, context, EMPTY_DRAFT, output[:1])
-    while i < len(output):
+
+    def propose(context: list[int], i: int) -> Draft:
         budget = min(K, len(prompt_ids) + MAX_TOKENS - len(context) - 1)
-        draft = cut_draft(drafter.propose(context, budget), budget, stop_ids)
-        a = 0
-        while a < len(draft) and i + a < len(output) and draft.tokens[a] == output[i + a]:
-            a += 1
-        new = output[i : i + a + 1]
+        return cut_draft(drafter.propose(context, budget), budget, stop_ids)
+
+    accepted = drafted = 0
+    for draft, a, new in replay_steps(drafter, prompt_ids, output, propose):
         accepted, drafted = accepted + min(a, len(new)), drafted + len(draft)
-        observe_step(drafter, context, draft, new)
-        i += len(new)
     return accepted, drafted
 
 
@@ -863,3 +859,19 @@ def test_smoke_real_packaged_model(tmp_path):
         r = chat(url, prompt, max_tokens=64, prediction={"type": "content", "content": text})
         assert r.choices[0].message.content == text
         assert r.usage.completion_tokens_details.accepted_prediction_tokens >= r.usage.completion_tokens // 2
+
+
+def test_replay_steps_is_vllms_loop_without_vllm():
+    """The shared replay (vllm/replay.py): every step emits its accepted draft tokens and one more, the output is
+    covered exactly once, and a right prediction is accepted whole after the prefill's token."""
+    output = [5, 6, 7, 8, 9, 10, 11, 12]
+    for prediction, k in (([5, 6, 7, 8, 9, 10, 11, 12], 32), ([5, 6, 1, 8, 9, 10, 11, 12], 3), ([], 4)):
+        drafter = build_drafter("auto", prediction)
+        steps = list(replay_steps(drafter, [1, 2], output, lambda ctx, i: drafter.propose(ctx, k).head(k)))
+        emitted = [t for _, _, new in steps for t in new]
+        assert [output[0]] + emitted == output
+        assert all(len(new) == min(a + 1, len(output)) or new == output[-len(new):] for _, a, new in steps)
+        assert all(d.tokens[:a] == tuple(new[:a]) for d, a, new in steps)
+    drafter = build_drafter("auto", output)
+    steps = list(replay_steps(drafter, [1, 2], output, lambda ctx, i: drafter.propose(ctx, 32).head(32)))
+    assert sum(a for _, a, _ in steps) == len(output) - 1  # all but the prefill's token: the output ends in the draft

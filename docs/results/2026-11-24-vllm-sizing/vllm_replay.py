@@ -24,13 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from quickdraft.core import EMPTY_DRAFT
 from quickdraft.cpu import describe
 from quickdraft.drafters.base import FirstOf
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.sizing import DraftRates, batch_lengths, draft_gains
-from quickdraft.vllm.proposer import observe_step
+from quickdraft.vllm.replay import replay_steps
 
 WIDE = LookupConfig(min_ngram=2, max_ngram=5, num_tokens=32)
 ALL_IT_HAS = PredictionConfig(initial_draft=64, min_draft=64)  # drafts up to the budget whatever its evidence
@@ -81,25 +80,21 @@ def replay(make, run: dict, k: int, line: tuple[float, float], sized: bool) -> t
     a_step, b_token = line
     prompt, out = run["prompt_ids"], run["output"]
     drafter = make(run["prediction_ids"])
-    drafter.begin(prompt)
-    context = list(prompt)
-    observe_step(drafter, context, EMPTY_DRAFT, out[:1])  # the first token comes from the prefill
-    rates, running, i, steps, seconds = DraftRates(), False, 1, 0, 0.0
-    while i < len(out):
+    rates, running, steps, seconds = DraftRates(), False, 0, 0.0
+
+    def propose(context: list[int], i: int):
         draft = drafter.propose(context, min(k, len(out) - i)).head(k)
         if sized and len(draft):
             known = rates.rates(running)
             draft = draft.head(batch_lengths([None if known is None else draft_gains(known, len(draft))],
                                              [len(draft)], line)[0])
-        accepted = 0
-        while accepted < len(draft) and i + accepted < len(out) and draft.tokens[accepted] == out[i + accepted]:
-            accepted += 1
-        new = out[i : i + accepted + 1]
-        observe_step(drafter, context, draft, new)
+        return draft
+
+    for draft, accepted, new in replay_steps(drafter, prompt, out, propose):
         if len(draft):
             rates.record(running, len(draft), accepted)
             running = accepted == len(draft)
-        i, steps, seconds = i + len(new), steps + 1, seconds + a_step + b_token * (1 + len(draft))
+        steps, seconds = steps + 1, seconds + a_step + b_token * (1 + len(draft))
     return steps, seconds
 
 
