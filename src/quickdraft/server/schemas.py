@@ -33,6 +33,7 @@ from ..drafters.lookup import LookupConfig
 from ..drafters.ouroboros import OuroborosConfig
 from ..drafters.prediction import Policy
 from ..errors import QuickdraftError
+from ..openai_rules import PREDICTION_REFUSES, n_refused, refused_with_prediction
 from ..options import DecodeOptions
 from ..sampling import SamplingParams
 from ..sizing import Sizing
@@ -260,9 +261,6 @@ NOOP: dict[str, tuple[Any, ...]] = {
     "moderation": (), "prompt_cache_key": (), "prompt_cache_options": (), "prompt_cache_retention": (),
     "safety_identifier": (), "echo": (False,), "suffix": (), "best_of": (1,),
 }
-# What OpenAI's Predicted Outputs refuses to combine with a prediction (same check, OpenAI's reason).
-PREDICTION_REFUSES = {"n", "logprobs", "top_logprobs", "tools", "tool_choice", "functions", "function_call",
-                      "presence_penalty", "frequency_penalty", "audio", "modalities"}
 
 
 def _is_noop(value: Any, allowed: tuple[Any, ...]) -> bool:
@@ -274,12 +272,11 @@ def refuse_unsupported(req: BaseRequest) -> None:
     """Raise UnsupportedParameter for the first parameter set to something this server does not do."""
     predicted = req.prediction is not None
     if req.n is not None and req.n != 1:
-        why = "Predicted Outputs does not support n > 1" if predicted else "only n = 1 is supported"
-        raise UnsupportedParameter("n", f"Invalid value for 'n': {why}; send {req.n} requests instead.")
+        raise UnsupportedParameter("n", n_refused(req.n, predicted))
     for name in type(req).model_fields:
         if name in NOOP and not _is_noop(getattr(req, name), NOOP[name]):
             if predicted and name in PREDICTION_REFUSES:
-                raise UnsupportedParameter(name, f"'{name}' is not supported with Predicted Outputs (prediction).")
+                raise UnsupportedParameter(name, refused_with_prediction(name))
             raise UnsupportedParameter(name, f"'{name}' is not supported by this server (quickdraft); leave it unset.")
     if req.stream_options is not None and not req.stream:
         raise UnsupportedParameter("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")

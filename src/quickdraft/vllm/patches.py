@@ -129,14 +129,14 @@ def _set(value: Any) -> bool:
 
 def prediction_conflict(request: Any) -> tuple[str, str] | None:
     """(param, message) for the first parameter OpenAI refuses beside a prediction, as OpenAI words it."""
-    from ..server.schemas import PREDICTION_REFUSES
+    from ..openai_rules import PREDICTION_REFUSES, n_refused, refused_with_prediction
 
     fields = {**(request.model_extra or {}), **{k: getattr(request, k) for k in type(request).model_fields}}
     if (fields.get("n") or 1) > 1:
-        return "n", f"Invalid value for 'n': Predicted Outputs does not support n > 1; send {fields['n']} requests instead."
+        return "n", n_refused(fields["n"], predicted=True)
     if fields.get("use_beam_search") or (fields.get("best_of") or 1) > 1:
         name = "use_beam_search" if fields.get("use_beam_search") else "best_of"
-        return name, f"'{name}' is not supported with Predicted Outputs (prediction)."
+        return name, refused_with_prediction(name)
     for name in sorted(PREDICTION_REFUSES - {"n"}, key=lambda n: (n == "tool_choice", n)):  # tools before its choice
         value = fields.get(name)
         if name == "tool_choice" and value == "auto" and not _set(fields.get("tools")):
@@ -144,7 +144,7 @@ def prediction_conflict(request: Any) -> tuple[str, str] | None:
         if name == "logprobs" and type(request).__name__ == "CompletionRequest" and value == 0:
             value = 1  # completions: logprobs 0 asks for the chosen token's logprob
         if _set(value):
-            return name, f"'{name}' is not supported with Predicted Outputs (prediction)."
+            return name, refused_with_prediction(name)
     return None
 
 
