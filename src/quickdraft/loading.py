@@ -124,7 +124,7 @@ class _Opened:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from .runners.hf import HFRunner, exact_runner, quantize_for_drafting, use_kernels
+        from .runners.hf import HFRunner, exact_runner, lean_checked, quantize_for_drafting, use_kernels
 
         if draft_precision is None:  # the target: exact by construction (runners/invariance.py)
             return exact_runner(self.path, {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype], self.max_context,
@@ -134,4 +134,4 @@ class _Opened:
             model = quantize_for_drafting(model, draft_precision)  # int8 Linear layers: their own kernels
         else:
             use_kernels(model, self.kernels)
-        return HFRunner(model, self.max_context)
+        return lean_checked(HFRunner(model, self.max_context))  # its passes through lean.py where that gives its bits

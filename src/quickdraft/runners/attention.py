@@ -46,30 +46,39 @@ PREFILL_BLOCK = 64
 
 
 def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-           scaling: float, groups: int = 1) -> torch.Tensor:
+           scaling: float, groups: int = 1, count: int | None = None) -> torch.Tensor:
     """q [b, Hkv, G n, D] (G = groups query heads per KV head, stacked), keys_t [b, Hkv, D, L], value
     [b, Hkv, L, D], mask (additive) broadcastable to [b, Hkv, G, n, L] (e.g. [b, 1, 1, n, L]) or None
-    -> [b, Hkv, G n, D]. The one place the attention sums are computed."""
+    -> [b, Hkv, G n, D]. The one place the attention sums are computed.
+
+    count: keys_t and value hold `count` keys and then padding, P keys in all, a multiple of SOFTMAX_BLOCK (any
+    finite numbers: they get weight 0). The products then have a new shape every SOFTMAX_BLOCK cached tokens
+    instead of every token, and oneDNN makes a kernel for each new shape (runners/lean.py, KeyBuffers)."""
     b, Hkv, R, _ = q.shape
-    L = keys_t.shape[-1]
-    scores = torch.matmul(q, keys_t)  # [b, Hkv, R, L]
+    L = keys_t.shape[-1] if count is None else count
+    width = L + (-L) % SOFTMAX_BLOCK if count is None else keys_t.shape[-1]  # P padded
+    if width % SOFTMAX_BLOCK or width < L:
+        raise ValueError(f"padded keys: {width} in all for {L} keys, not whole blocks of {SOFTMAX_BLOCK}")
+    scores = torch.matmul(q, keys_t)  # [b, Hkv, R, L], or [b, Hkv, R, P] padded
     # scaled and masked in place in rows padded with -inf keys to whole SOFTMAX_BLOCKs (no padded copy). Scaling
     # and masking stay two roundings: add(alpha=scaling) rounds otherwise, and a pass without a mask (one token)
     # must get the bits of one with it.
-    logits = scores.new_empty(b, Hkv, R, L + (-L) % SOFTMAX_BLOCK)  # [b, Hkv, R, L rounded up]
+    logits = scores.new_empty(b, Hkv, R, width)  # [b, Hkv, R, L rounded up, or P]
     logits[..., L:] = float("-inf")
-    torch.mul(scores, scaling, out=logits[..., :L])
+    torch.mul(scores[..., :L], scaling, out=logits[..., :L])
     if mask is not None:  # broadcast over the G query heads of a group: [b, Hkv, G, n, L]
         logits.view(b, Hkv, groups, R // groups, -1)[..., :L].add_(mask)
     # float32 softmax rounded to q's dtype: torch's bf16 softmax computes in float32 and rounds once, in one pass
     if q.dtype == torch.bfloat16:
-        weights = torch.nn.functional.softmax(logits, dim=-1)[..., :L]
+        weights = torch.nn.functional.softmax(logits, dim=-1)
     else:
-        weights = torch.nn.functional.softmax(logits, dim=-1, dtype=torch.float32).to(q.dtype)[..., :L]
-    if L <= VALUE_BLOCK:
+        weights = torch.nn.functional.softmax(logits, dim=-1, dtype=torch.float32).to(q.dtype)
+    W = value.shape[-2]  # keys summed over: L, or P padded (the padding's weights are 0)
+    weights = weights[..., :W]  # [b, Hkv, R, W]
+    if W <= VALUE_BLOCK:
         return torch.matmul(weights, value)  # [b, Hkv, R, D]
     out = torch.matmul(weights[..., :VALUE_BLOCK], value[:, :, :VALUE_BLOCK]).float()
-    for start in range(VALUE_BLOCK, L, VALUE_BLOCK):
+    for start in range(VALUE_BLOCK, W, VALUE_BLOCK):
         out += torch.matmul(weights[..., start : start + VALUE_BLOCK], value[:, :, start : start + VALUE_BLOCK])
     return out.to(q.dtype)
 
@@ -100,24 +109,28 @@ def refuse_what_is_not_computed(module: torch.nn.Module | None, kwargs: dict) ->
 
 def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                       attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
-                      **kwargs) -> tuple[torch.Tensor, None]:
+                      key_count: int | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+    """key_count: key and value hold that many keys and then padding (attend's count; the lean pass's KeyBuffers)."""
     refuse_what_is_not_computed(module, kwargs)
-    b, H, n, D = query.shape  # key, value: [b, Hkv, L, D]
-    Hkv, L = key.shape[1], key.shape[2]
+    b, H, n, D = query.shape  # key, value: [b, Hkv, L, D], or [b, Hkv, P, D] padded
+    Hkv, L = key.shape[1], key.shape[2] if key_count is None else key_count
     G = H // Hkv
     q = query.reshape(b, Hkv, G * n, D)  # [b, Hkv, G n, D]
     mask = None if attention_mask is None else attention_mask[:, :, None, :, :L]  # [b, 1, 1, n, L]: the same for each g
-    out = attend(q, key.transpose(2, 3), value, mask, scaling, groups=G)  # [b, Hkv, G n, D]
+    out = attend(q, key.transpose(2, 3), value, mask, scaling, groups=G, count=key_count)  # [b, Hkv, G n, D]
     return out.view(b, H, n, D).transpose(1, 2).contiguous(), None  # [b, n, H, D]
 
 
 def rows_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                    attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
-                   **kwargs) -> tuple[torch.Tensor, None]:
+                   key_count: int | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+    """key_count: as grouped_attention's (a one-token pass reads the padding; rows of longer passes do not)."""
     refuse_what_is_not_computed(module, kwargs)
     b, H, n, D = query.shape  # key, value: [b, Hkv, L, D]; the runner passes one sequence (b = 1)
     if n == 1:
-        return grouped_attention(module, query, key, value, attention_mask, scaling)
+        return grouped_attention(module, query, key, value, attention_mask, scaling, key_count=key_count)
+    if key_count is not None:
+        key, value = key[:, :, :key_count], value[:, :, :key_count]  # [b, Hkv, L, D]
     Hkv, L = key.shape[1], key.shape[2]
     G = H // Hkv
     if attention_mask is None:  # causal: row i sees the cache and the pass up to itself

@@ -19,7 +19,7 @@ from transformers import DynamicCache, PreTrainedModel
 from .. import trees
 from . import attention
 from .base import reusable_prefix
-from .kernels import PackedLinear, packable
+from .lean import LeanPass
 from ..errors import UnsupportedModelError
 from ..options import DRAFT_PRECISIONS, KERNELS
 
@@ -53,6 +53,59 @@ def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedM
     with warnings.catch_warnings():  # torch points eager quantization users to torchao; it works as is
         warnings.simplefilter("ignore")
         return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+
+
+PACK_ROWS = 16  # the pass size oneDNN lays packed weights out for (PackedLinear)
+
+
+class PackedLinear(torch.nn.Module):
+    """A Linear layer (float32 or bfloat16) whose weight is kept in oneDNN's blocked layout, packed once at load.
+
+    torch's own Linear reorders the weight on every call when a pass carries a few tokens, so a decoding step
+    reads every weight about twice. Packed once, each pass reads it once (measured: docs/runtime.md#packed-weights).
+
+    The weight is laid out for passes of PACK_ROWS rows. In float32 that choice matters: laid out for one row,
+    oneDNN's products of 2 to 32 rows are slower and one row no faster; in bf16 the layout makes no difference.
+    The numbers are oneDNN's, bit for bit those of torch's own Linear in bf16 where that was compared and within
+    float rounding of them in float32, and the same for plain decoding and for verification passes, which run the
+    same layers.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):  # [out, in], [out]
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        # [out, in] in oneDNN's blocked layout, laid out for passes of PACK_ROWS rows
+        self.register_buffer("weight", torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS))
+        self.register_buffer("bias", None if bias is None else bias.detach().clone())  # [out]
+
+    def __deepcopy__(self, memo: dict) -> PackedLinear:  # a blocked tensor has no storage to copy
+        return PackedLinear(self.weight.to_dense(), self.bias)
+
+    def _apply(self, fn, recurse: bool = True) -> PackedLinear:
+        """model.float(), .to(dtype) and the like: applied to the plain weight, then packed again (a blocked
+        tensor converts to no other dtype)."""
+        weight = fn(self.weight.to_dense())  # [out, in]
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+        self.bias = None if self.bias is None else fn(self.bias)
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
+        rows = x.reshape(-1, self.in_features).contiguous()  # [rows, in]
+        out = torch.ops.mkldnn._linear_pointwise(rows, self.weight, self.bias, "none", [], "")  # [rows, out]
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def packable(dtype: torch.dtype) -> bool:
+    """Whether oneDNN can run packed Linear layers of this dtype here (bf16: where this CPU has the instructions
+    oneDNN's bf16 kernels need; torch says which)."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    return dtype == torch.float32 or (dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def use_kernels(model: PreTrainedModel, kernels: str) -> str:
@@ -104,6 +157,10 @@ class HFRunner:
         # whether the load found passes row-invariant on this model (exact_runner); None: not checked (a draft model)
         self.row_invariant: bool | None = None
         self.row_invariance_kept: bool = False  # that answer taken from an earlier load of the same configuration
+        # decoding and verify passes without transformers' plumbing (lean.py), where the model's layers are ones it
+        # reproduces; used while an attention it calls is set (lean.USABLE). lean_checked drops it where its logits
+        # are not the model forward's, bit for bit
+        self.lean: LeanPass | None = LeanPass.for_model(model)
         config = model.config.get_text_config(decoder=True)
         self.vocab_size: int = model.get_output_embeddings().out_features  # also for int8 Linear
         self.max_context: int = max_context or getattr(config, "max_position_embeddings", None) or 2048
@@ -199,6 +256,8 @@ class HFRunner:
     def _pass(self, ids: torch.Tensor, mask: torch.Tensor | None = None,
               positions: torch.Tensor | None = None) -> torch.Tensor:
         """ids [1, n] through the model, appended to the cache -> logits [n, vocab_size] (float32)."""
+        if self.lean is not None and self.lean.usable():
+            return self.lean(ids, self.cache, mask, positions)[0].float()
         extra = {} if mask is None else {"attention_mask": mask, "position_ids": positions}
         return self.model(input_ids=ids, **{self._cache_kw: self.cache}, use_cache=True, **extra).logits[0].float()
 
@@ -260,6 +319,33 @@ def check_row_invariance(runner: HFRunner) -> float:
     return max(row_invariance(runner, tokens[: cached + max(CHECK_SIZES)], CHECK_SIZES) for cached in CHECK_CACHED)
 
 
+def lean_checked(runner: HFRunner) -> HFRunner:
+    """The runner, its lean pass dropped where the pass's logits are not the model forward's, bit for bit, on this
+    model (lean.agrees: a one-token, a 5-token and a tree pass: a small part of a load's time). On the
+    runner's own attention it is tried with padded keys (lean.append, KeyBuffers) first, then without."""
+    from .lean import agrees
+
+    if runner.lean is None or not runner.lean.usable():
+        return runner
+    same, error = False, None
+    ours = runner.model.config._attn_implementation in attention.FUNCTIONS  # padded keys: the runner's attention only
+    for pad in (True, False) if ours else (False,):  # padded keys where they give the same bits, else the cache as is
+        runner.lean.pad_keys = pad
+        try:
+            same, error = agrees(runner, runner.lean), None
+        except Exception as e:  # e.g. a transformers whose layers take other arguments
+            same, error = False, e
+        if same:
+            break
+    if error is not None:  # the last form tried raised: the model's forward runs
+        warnings.warn(f"quickdraft's lean pass does not run this model here ({type(error).__name__}: {error}); its "
+                      "passes go through the model's forward", stacklevel=2)
+    if not same:
+        runner.lean = None
+        runner.reset()
+    return runner
+
+
 def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kernels: str = "auto",
                  progress: bool = False) -> HFRunner:
     """The transformers target, exact by construction (runners/invariance.py, runners/attention.py): the runner's own
@@ -270,7 +356,10 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     Attention: in bf16 grouped (all rows of a pass in one product), and one row at a time where the check finds
     grouped not invariant; in float32 one row at a time (attention.rows_attention). A model the check still finds
     not invariant is refused in bf16 with UnsupportedModelError (dtype auto then loads float32); float32, which has
-    nothing to fall back to, loads with a warning and row_invariant False. progress: say on stderr when the check
+    nothing to fall back to, loads with a warning and row_invariant False. Decoding and verify passes of Qwen2 and
+    Llama models skip transformers' plumbing between the layers (lean.py), where the load finds the logits the model
+    forward's bit for bit (lean.agrees; else the model's forward), and keep the cache in KeyBuffers where that gives
+    the same bits too and the check passes with them (else without). progress: say on stderr when the check
     runs (it takes seconds)."""
     from transformers import AutoModelForCausalLM
 
@@ -281,6 +370,7 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     use_kernels(model, kernels)
     make_row_invariant(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
     runner = HFRunner(model, max_context)
+    lean_checked(runner)
 
     def check(runner: HFRunner) -> float:  # the load's check, said on stderr where it runs (it takes seconds)
         if progress:
@@ -290,6 +380,9 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
 
     # the check, or its answer from an earlier load of exactly this configuration (invariance.checked)
     worst, runner.row_invariance_kept = checked(runner, path, check)
+    if worst != 0.0 and runner.lean is not None and runner.lean.pad_keys:  # first without padded keys
+        runner.lean.pad_keys = False
+        worst, runner.row_invariance_kept = checked(runner, path, check)
     if worst != 0.0 and rows != attention.ROWS:
         model.set_attn_implementation(attention.register(attention.ROWS))
         worst, runner.row_invariance_kept = checked(runner, path, check)

@@ -5,7 +5,7 @@ Drafted output is plain decoding's only if that holds; kernels rarely promise it
 against the same rows computed one at a time, on a CPU with AVX-512 and AVX512_BF16 (measured:
 docs/runtime.md#row-invariance):
 
-    float32 Linear, packed for oneDNN (kernels.PackedLinear)  M = 1 differs from M >= 2 where the inner dimension
+    float32 Linear, packed for oneDNN (hf.PackedLinear)   M = 1 differs from M >= 2 where the inner dimension
                                                           is long (896 x 4864, 1536 x 1536 ...); M >= 2 agree
     float32 Linear, torch's (MKL)                         three paths: M = 1, M = 2-3, M >= 4
     bfloat16 Linear (oneDNN)                              equal for most shapes; differs where the output is
@@ -46,7 +46,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-from .kernels import PackedLinear
+from .hf import PackedLinear
 
 MIN_ROWS = 16  # rows a RowPadded layer computes at least, unless told otherwise
 # With AMX every bf16 Linear runs in products of this many rows (FixedRows; module docstring), chosen against 16 and
@@ -262,7 +262,7 @@ def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 
 # change in any of them runs it again. QUICKDRAFT_CHECK_CACHE=off always runs it (the tests do, to patch it).
 
 # this package's code that makes the logits
-CHECKED_SOURCES = ("attention.py", "hf.py", "invariance.py", "base.py", "kernels.py")
+CHECKED_SOURCES = ("attention.py", "hf.py", "invariance.py", "base.py", "lean.py")
 
 
 def verdict_key(runner, path: Path | str) -> str:
@@ -282,6 +282,7 @@ def verdict_key(runner, path: Path | str) -> str:
         "model": [str(folder), weights],
         "layers": hashlib.sha256(repr(runner.model).encode()).hexdigest(),
         "attention": runner.model.config._attn_implementation, "dtype": runner.dtype, "kernels": runner.kernels,
+        "padded keys": bool(getattr(getattr(runner, "lean", None), "pad_keys", False)),  # lean.py's KeyBuffers
         "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in CHECKED_SOURCES},
         "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
         "transformers": transformers.__version__,
