@@ -25,12 +25,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..api import Stream
+from .errors import request_id
 
 log = logging.getLogger("quickdraft.server")
 
@@ -49,7 +49,7 @@ class Job:
     first_chunk: float | None = None  # when the first step's tokens were delivered
     finished: float | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
-    id: str = field(default_factory=lambda: "req_" + uuid.uuid4().hex[:20])  # names it in the log and errors
+    id: str = field(default_factory=request_id)  # names it in the log and errors
 
 
 class Worker:
