@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import QuickdraftError
+from .schemas import error_body
 
 WILDCARDS = ("0.0.0.0", "::", "")
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -67,7 +68,7 @@ class HostPolicy:
 
 
 def _error(status: int, message: str, code: str | None) -> tuple[int, bytes]:
-    body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+    body = error_body(message, "invalid_request_error", None, code)
     return status, json.dumps(body).encode()
 
 

@@ -27,10 +27,11 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .app import ServerLimits
+from .schemas import error_body
 from .worker import Worker
 
-_BUSY = json.dumps({"error": {"message": "The server has too many open connections; retry in a few seconds.",
-                              "type": "server_busy", "param": None, "code": "too_many_connections"}}).encode()
+_BUSY = json.dumps(error_body("The server has too many open connections; retry in a few seconds.", "server_busy",
+                              code="too_many_connections")).encode()
 BUSY_RESPONSE = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
                  b"connection: close\r\ncontent-length: " + str(len(_BUSY)).encode() + b"\r\n\r\n" + _BUSY)
 
