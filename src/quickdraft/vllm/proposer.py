@@ -138,7 +138,7 @@ class Proposer:
     """
 
     def __init__(self, vllm_config: Any):
-        from . import check_version
+        from .versions import check_version
 
         check_version()  # a vLLM the plugin was not tested with: its patches are not applied (register)
         self.configure(vllm_config.speculative_config.num_speculative_tokens, vllm_config.model_config.max_model_len)

@@ -33,7 +33,7 @@ from typing import Iterator
 
 from ..cpu import usable_cores
 from ..errors import QuickdraftError
-from . import TESTED_VERSIONS
+from .versions import TESTED_VERSIONS
 from .limits import DEFAULT_MAX_BODY, MAX_BODY_ENV, check_max_body
 from .patches import PROPOSER
 from .proposer import DRAFTER_ENV, POLICY_ENV, SIZING_ENV, check_server_defaults
@@ -130,7 +130,7 @@ def check_installed(python: str) -> None:
     """Refuse, before a model is pulled, a vLLM whose version quickdraft's proposer would refuse at its start."""
     version = installed_version(python)
     if version is not None and version not in TESTED_VERSIONS:
-        from . import untested_message
+        from .versions import untested_message
 
         raise QuickdraftError(f"{untested_message(version)} ({python}).")
 
