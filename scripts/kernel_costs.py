@@ -1,5 +1,5 @@
 """Seconds per forward pass of n tokens on the transformers runner, torch's Linear kernels against
-weights packed for oneDNN (runners.hf.use_kernels), over a cached context of random tokens.
+weights packed for oneDNN (runners.kernels.use_kernels), over a cached context of random tokens.
 
 When to run: on a new CPU, torch version or kernel choice. The cost of an n-token pass against a one-token
 pass is what drafting can gain there (the engine's sizer measures the same costs as it runs).

@@ -50,17 +50,17 @@ def load_script(name: str, folder: str = "scripts"):
 
 
 def tiny_model(arch: str, seed: int = 0):
-    """arch: llama, qwen2 or gemma3; "qwen2-onednn": its Linear layers packed (runners.hf.use_kernels);
+    """arch: llama, qwen2 or gemma3; "qwen2-onednn": its Linear layers packed (runners.kernels.use_kernels);
     "llama-bf16": in bfloat16 as the runner loads it (grouped eager attention, Linear layers packed for oneDNN where
     torch can, then padded where their shape is not row-invariant: runners/invariance.py); "llama-bf16-torch": the
     same on torch's own bf16 Linear (kernels "torch"); "qwen2-fp32": float32 as the runner loads it (attention one
-    row at a time, Linear layers packed, padded where needed: runners/hf.exact_runner). With AMX the bf16 ones
+    row at a time, Linear layers packed, padded where needed: runners/load.exact_runner). With AMX the bf16 ones
     have every Linear in fixed-size row blocks instead, as the runner loads them there; "-fixed" after any of them
     ("llama-bf16-fixed") does that on every CPU (invariance.FixedRows)."""
     arch, _, kernels = arch.partition("-")
     if kernels.startswith(("bf16", "fp32")):
         from quickdraft.runners import attention
-        from quickdraft.runners.hf import use_kernels
+        from quickdraft.runners.kernels import use_kernels
         from quickdraft.runners.invariance import FIXED_ROWS, fix_rows, make_row_invariant
 
         bf16 = kernels.startswith("bf16")
@@ -74,7 +74,7 @@ def tiny_model(arch: str, seed: int = 0):
             make_row_invariant(model)
         return model
     if kernels:
-        from quickdraft.runners.hf import use_kernels
+        from quickdraft.runners.kernels import use_kernels
 
         model = tiny_model(arch, seed)
         assert use_kernels(model, kernels) == kernels
@@ -115,10 +115,11 @@ def tiny(request):
 
 def bf16_or_skip(model) -> None:
     """Skip, saying why, where bf16 passes of this model are not row-invariant on this CPU by the runner's own check
-    at load (dtype "bf16" is refused there: runners/hf.exact_runner). Seen row-invariant on an AMD EPYC with
+    at load (dtype "bf16" is refused there: runners/load.exact_runner). Seen row-invariant on an AMD EPYC with
     AVX512_BF16."""
     from quickdraft.cpu import describe
-    from quickdraft.runners.hf import HFRunner, check_row_invariance
+    from quickdraft.runners.hf import HFRunner
+    from quickdraft.runners.load import check_row_invariance
 
     worst = check_row_invariance(HFRunner(model))
     if worst != 0.0:
@@ -159,7 +160,7 @@ def _greedy_after_prefill(model, prompt: list[int], n: int, passes: str, prefill
     out = []
     with torch.inference_mode():
         if prefilled:
-            from quickdraft.runners.invariance import one_product
+            from quickdraft.runners.kernels import one_product
 
             model.set_attn_implementation(attention.prefill_here(model.dtype))
             try:

@@ -27,7 +27,8 @@ from quickdraft.drafters.prediction import PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.errors import QuickdraftError, UnsupportedModelError
 from quickdraft.runners import ScriptedRunner
-from quickdraft.runners.hf import HFRunner, quantize_for_drafting
+from quickdraft.runners.hf import HFRunner
+from quickdraft.runners.kernels import quantize_for_drafting
 from quickdraft.sampling import SamplingParams, probs_from_logits
 from quickdraft.sizing import DraftSizer, PassCosts
 from quickdraft.stopping import StopStrings

@@ -1,4 +1,4 @@
-"""Linear layers packed for oneDNN (runners.hf.PackedLinear, use_kernels), float32 and bfloat16: the same
+"""Linear layers packed for oneDNN (runners.kernels.PackedLinear, use_kernels), float32 and bfloat16: the same
 numbers as torch's Linear within float rounding, every layer replaced, and the option checked before any work.
 
 Exactness of every drafter on packed models is covered by the `tiny` fixture's "qwen2-fp32" and "llama-bf16" cases
@@ -18,7 +18,8 @@ import quickdraft
 from conftest import reference_greedy, tiny_model
 from quickdraft.cpu import has_native_bf16
 from quickdraft.errors import QuickdraftError
-from quickdraft.runners.hf import HFRunner, PackedLinear, packable, use_kernels
+from quickdraft.runners.hf import HFRunner
+from quickdraft.runners.kernels import PackedLinear, packable, use_kernels
 
 needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
 

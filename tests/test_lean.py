@@ -15,7 +15,7 @@ from conftest import VOCAB, bf16_or_skip, tiny_model
 from quickdraft.core import Stats
 from quickdraft.drafters.prediction import PredictionDrafter
 from quickdraft.engine import Limits, generate
-from quickdraft.runners import attention, hf, lean
+from quickdraft.runners import attention, lean, load
 from quickdraft.runners.hf import HFRunner
 from quickdraft.runners.lean import LeanPass, agrees
 
@@ -40,7 +40,7 @@ def passes(runner, prompt: list[int]) -> list[torch.Tensor]:
 
 def draft_int8(arch: str):
     """A draft model as the loader makes one: transformers' own attention (SDPA), Linear layers in int8."""
-    from quickdraft.runners.hf import quantize_for_drafting
+    from quickdraft.runners.kernels import quantize_for_drafting
 
     return quantize_for_drafting(tiny_model(arch), "int8")
 
@@ -54,7 +54,7 @@ def test_lean_pass_gives_the_model_forwards_bits(arch, cached):
     if "-bf16" in arch:
         bf16_or_skip(model)
     assert model.config._attn_implementation in lean.USABLE
-    runner = hf.lean_checked(HFRunner(model))  # as loaded: keys padded where that keeps the bits
+    runner = load.lean_checked(HFRunner(model))  # as loaded: keys padded where that keeps the bits
     assert isinstance(runner.lean, LeanPass) and runner.lean.usable()
     prompt = [(i * 13 + 5) % VOCAB for i in range(cached)]
     through_lean = passes(runner, prompt)
@@ -106,7 +106,7 @@ def test_lean_pass_only_for_the_layers_it_reproduces():
 def test_a_load_whose_lean_pass_differs_keeps_the_models_forward(tiny_folder, monkeypatch):
     """The mutation check: a lean pass that changes one logit in the last row is caught by the load's comparison."""
     monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "off")
-    assert isinstance(hf.exact_runner(tiny_folder, torch.float32).lean, LeanPass)
+    assert isinstance(load.exact_runner(tiny_folder, torch.float32).lean, LeanPass)
     call = LeanPass.__call__
 
     def off_by_a_little(self, ids, *args, **kwargs):
@@ -114,12 +114,12 @@ def test_a_load_whose_lean_pass_differs_keeps_the_models_forward(tiny_folder, mo
         logits[0, -1, 0] += 1e-3
         return logits
 
-    assert isinstance(hf.lean_checked(HFRunner(draft_int8("qwen2"))).lean, LeanPass)  # a draft model's: on SDPA
+    assert isinstance(load.lean_checked(HFRunner(draft_int8("qwen2"))).lean, LeanPass)  # a draft model's: on SDPA
     monkeypatch.setattr(LeanPass, "__call__", off_by_a_little)
-    runner = hf.exact_runner(tiny_folder, torch.float32)
+    runner = load.exact_runner(tiny_folder, torch.float32)
     assert runner.lean is None and runner.row_invariant
     assert runner.model.config._attn_implementation == attention.ROWS
-    assert hf.lean_checked(HFRunner(draft_int8("qwen2"))).lean is None
+    assert load.lean_checked(HFRunner(draft_int8("qwen2"))).lean is None
 
 
 def test_a_lean_pass_that_fails_on_the_model_warns_and_the_models_forward_runs(monkeypatch):
@@ -133,7 +133,7 @@ def test_a_lean_pass_that_fails_on_the_model_warns_and_the_models_forward_runs(m
     monkeypatch.setattr(LeanPass, "__call__", refuse)
     model = tiny_model("qwen2-fp32")
     with pytest.warns(UserWarning, match="lean pass does not run this model here .TypeError"):
-        runner = hf.lean_checked(HFRunner(model))
+        runner = load.lean_checked(HFRunner(model))
     assert runner.lean is None and runner.length == 0
     prompt = [(i * 7 + 3) % VOCAB for i in range(20)]
     assert [t for s in generate(runner, prompt, Limits(12)) for t in s.tokens] == reference_greedy(model, prompt, 12)
@@ -144,12 +144,12 @@ def test_the_load_pads_keys_where_the_bits_stay_and_not_where_they_change(monkey
     neither gives the model forward's bits."""
     model = tiny_model("qwen2-fp32")
     monkeypatch.setattr(lean, "agrees", lambda runner, lean_pass: not lean_pass.pad_keys)
-    runner = hf.lean_checked(HFRunner(model))
+    runner = load.lean_checked(HFRunner(model))
     assert isinstance(runner.lean, LeanPass) and runner.lean.pad_keys is False
     monkeypatch.setattr(lean, "agrees", lambda runner, lean_pass: lean_pass.pad_keys)
-    assert hf.lean_checked(HFRunner(model)).lean.pad_keys is True
+    assert load.lean_checked(HFRunner(model)).lean.pad_keys is True
     monkeypatch.setattr(lean, "agrees", lambda runner, lean_pass: False)
-    assert hf.lean_checked(HFRunner(model)).lean is None
+    assert load.lean_checked(HFRunner(model)).lean is None
 
     def padded_raises(runner, lean_pass):  # e.g. a transformers whose cache layers lack what KeyBuffers use
         if lean_pass.pad_keys:
@@ -159,7 +159,7 @@ def test_the_load_pads_keys_where_the_bits_stay_and_not_where_they_change(monkey
     monkeypatch.setattr(lean, "agrees", padded_raises)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the form without padded keys runs: nothing to warn of
-        assert hf.lean_checked(HFRunner(model)).lean.pad_keys is False
+        assert load.lean_checked(HFRunner(model)).lean.pad_keys is False
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -188,14 +188,15 @@ def test_key_buffers_append_in_place_and_never_write_where_another_cache_reads()
     """The cache's keys and values live in buffers of spare rows: a decoding step copies its own rows only, the
     passes read whole SOFTMAX_BLOCKs, a rollback keeps the buffer, and whatever replaced the layer's tensors (a
     prefill, prefix reuse) gets a new buffer: rows another sequence kept are never written."""
-    runner = hf.lean_checked(HFRunner(tiny_model("qwen2-fp32")))
+    runner = load.lean_checked(HFRunner(tiny_model("qwen2-fp32")))
     runner.lean.pad_keys = True  # the mechanism, whatever the load chose for float32 on this CPU
     runner.prefill_chunk = 32  # prefix reuse keeps whole chunks: the first 64 tokens here
     seen = []
-    append = lean.append
+    buffers = runner.lean.key_buffers
+    append = buffers.append
 
-    def recording(layer, k, v):
-        keys, values, count = append(layer, k, v)
+    def recording(i, layer, k, v):
+        keys, values, count = append(i, layer, k, v)
         seen.append((keys.shape[-2], count))
         return keys, values, count
 
@@ -203,14 +204,14 @@ def test_key_buffers_append_in_place_and_never_write_where_another_cache_reads()
     runner.prefill(prompt)
     layer = runner.cache.layers[0]
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(lean, "append", recording)
+        m.setattr(buffers, "append", recording)
         runner.forward([5])  # the prefill's rows copied into a new buffer once
-        buffer = layer.quickdraft_buffers[0]
+        buffer = buffers.buffers[0][0]
         for token in range(6, 30):
             runner.forward([token])
         runner.rollback(80)
         runner.forward([1, 2, 3])
-    assert layer.quickdraft_buffers[0] is buffer and layer.keys.data_ptr() == buffer.data_ptr()
+    assert buffers.buffers[0][0] is buffer and layer.keys.data_ptr() == buffer.data_ptr()
     assert runner.length == 83 == layer.keys.shape[-2]
     assert len(seen) == 26 * len(runner.cache.layers)
     assert {padded for padded, _ in seen} == {128}  # 71 to 95, then 83 cached keys: one shape for the products
@@ -229,5 +230,6 @@ def test_key_buffers_append_in_place_and_never_write_where_another_cache_reads()
     runner.prefill(prompt[:64] + [9] * 6)  # takes the kept rows, then appends its own
     assert runner.cache is kept_cache
     runner.forward([4])
-    assert kept_cache.layers[0].quickdraft_buffers[0].data_ptr() != buffer.data_ptr()
+    assert buffers.buffers[0][0].data_ptr() != buffer.data_ptr()
+    assert kept_cache.layers[0].keys.data_ptr() == buffers.buffers[0][0].data_ptr()
     assert torch.equal(kept_cache.layers[0].keys[..., :64, :], kept[0])

@@ -1,4 +1,4 @@
-"""Row invariance on the transformers runner (runners/invariance.py, runners/hf.exact_runner), in bf16 and float32:
+"""Row invariance on the transformers runner (runners/invariance.py, runners/load.exact_runner), in bf16 and float32:
 every row of a pass gets, bit for bit, the numbers a one-token pass gives it, so drafted output is plain
 decoding's by construction. The exactness tests of every drafter also run on both as the runner loads them
 (conftest's `tiny`: "qwen2-fp32", "llama-bf16", "qwen2-bf16")."""
@@ -16,11 +16,12 @@ import quickdraft
 from quickdraft.runners import attention
 from quickdraft.cpu import has_native_bf16
 from quickdraft.errors import UnsupportedModelError
-from quickdraft.runners import hf
+from quickdraft.runners import kernels as kernel_layers
+from quickdraft.runners import load
 from quickdraft.runners.hf import HFRunner
-from quickdraft.runners.invariance import (FIXED_ROWS, MIN_ROWS, PAD_ROWS, FixedRows, RowPadded, choose, fix_rows,
-                                           make_row_invariant, pad_where_needed, row_invariance, rows_invariant,
-                                           rows_needed, unpacked)
+from quickdraft.runners.invariance import (FIXED_ROWS, PAD_ROWS, choose, make_row_invariant,
+                                           pad_where_needed, row_invariance, rows_invariant, rows_needed, unpacked)
+from quickdraft.runners.kernels import MIN_ROWS, FixedRows, RowPadded
 
 NARROW_LONG = (896, 4864)  # qwen2.5-coder-0.5b's down projection: the shape bf16 kernels split differently by rows
 
@@ -34,9 +35,9 @@ def test_row_padding_restores_invariance_where_the_kernels_lack_it(kernels, caps
     torch.manual_seed(0)
     layer = torch.nn.Linear(NARROW_LONG[1], NARROW_LONG[0], bias=False).to(torch.bfloat16)
     if kernels == "onednn":
-        if not hf.packable(torch.bfloat16):
+        if not kernel_layers.packable(torch.bfloat16):
             pytest.skip("oneDNN has no bf16 kernels on this CPU: dtype bf16 runs torch's own Linear here")
-        layer = hf.PackedLinear(layer.weight)
+        layer = kernel_layers.PackedLinear(layer.weight)
     plain_ok = rows_invariant(layer, NARROW_LONG[1], torch.bfloat16)
     rows = rows_needed(layer, NARROW_LONG[1], torch.bfloat16)
     assert rows is not None and (rows == 1) == plain_ok
@@ -172,11 +173,11 @@ def test_prefill_runs_fixed_rows_layers_in_one_product_and_passes_in_blocks():
     assert all(layer.in_blocks for layer in model.modules() if isinstance(layer, FixedRows))
 
 
-@pytest.mark.skipif(not hf.packable(torch.float32), reason="torch built without oneDNN: no packed layers to unpack")
+@pytest.mark.skipif(not kernel_layers.packable(torch.float32), reason="torch built without oneDNN: no packed layers to unpack")
 def test_the_alternative_to_a_packed_layer_is_torchs_own_over_the_same_weight():
     torch.manual_seed(0)
     linear = torch.nn.Linear(64, 32, bias=True)
-    back = unpacked(hf.PackedLinear(linear.weight, linear.bias))
+    back = unpacked(kernel_layers.PackedLinear(linear.weight, linear.bias))
     assert type(back) is torch.nn.Linear and torch.equal(back.weight, linear.weight) and torch.equal(back.bias, linear.bias)
     assert unpacked(linear) is None
 
@@ -184,7 +185,7 @@ def test_the_alternative_to_a_packed_layer_is_torchs_own_over_the_same_weight():
 def padded_or_skip(runner: HFRunner) -> HFRunner:
     """The runner with the lean pass's padded keys (lean.py, KeyBuffers), as a load turns them on; skips where they
     do not give the model forward's bits on this CPU (the load then runs without them)."""
-    hf.lean_checked(runner)
+    load.lean_checked(runner)
     if runner.lean is None or not runner.lean.pad_keys:
         pytest.skip("padded keys change this model's bits on this CPU: loads run without them")
     return runner
@@ -239,9 +240,9 @@ def test_bf16_load_checks_the_property_and_refuses_where_it_fails(tiny_folder, m
     plain = gen.generate("abc def", chat=False, drafter="none", max_new_tokens=24)
     drafted = gen.generate("abc def", chat=False, prediction=plain.text[:10] + "zz" + plain.text[12:], max_new_tokens=24)
     assert drafted.token_ids == plain.token_ids and drafted.stats.accepted_prediction_tokens > 0
-    monkeypatch.setattr("quickdraft.runners.invariance.row_invariance", lambda *a, **k: 0.03125)
+    monkeypatch.setattr("quickdraft.runners.load.row_invariance", lambda *a, **k: 0.03125)
     with pytest.raises(UnsupportedModelError, match="not row-invariant.*0.03125.*use dtype fp32"):
-        hf.exact_runner(tiny_folder, torch.bfloat16)
+        load.exact_runner(tiny_folder, torch.bfloat16)
     if has_native_bf16():  # auto would take bf16 here: the refusal makes it fall back to fp32, saying so
         with pytest.warns(UserWarning, match="not row-invariant.*dtype auto falls back to fp32"), \
                 pytest.warns(UserWarning, match="fp32 passes are not row-invariant"):  # the check is patched for both
@@ -351,6 +352,8 @@ def test_prefill_attention_in_bf16_is_eager_attentions_precision_and_repeats_its
     assert (ours.double() - exact).abs().max() <= 2 * (eager.double() - exact).abs().max()
     assert torch.equal(attention.prefill_attention(None, q.clone(), k.clone(), v.clone(), mask.clone(), scaling=0.125)[0],
                        ours)
+    # the runner's prefill says its mask is causal instead of having every layer read it: the same bits
+    assert torch.equal(attention.prefill_attention(None, q, k, v, mask, scaling=0.125, causal_prefill=True)[0], ours)
 
 
 def test_attention_the_runner_does_not_compute_is_refused_at_load(tmp_path):
@@ -376,7 +379,7 @@ def test_attention_the_runner_does_not_compute_is_refused_at_load(tmp_path):
     model.save_pretrained(tmp_path)
     for dtype in (torch.float32, torch.bfloat16):
         with pytest.raises(UnsupportedModelError, match="Gemma2ForCausalLM's attention has logit soft-capping"):
-            hf.exact_runner(tmp_path, dtype)
+            load.exact_runner(tmp_path, dtype)
 
 
 def test_the_cpu_decides_what_prefill_attention_runs(monkeypatch):
@@ -480,9 +483,9 @@ def test_fp32_load_is_checked_and_warns_where_it_fails(tiny_folder, monkeypatch)
     drafted = gen.generate("abc def", chat=False, prediction=plain.text[:10] + "zz" + plain.text[12:], max_new_tokens=24)
     assert drafted.token_ids == plain.token_ids and drafted.stats.accepted_prediction_tokens > 0
     assert drafted.stats.row_invariant is True and plain.stats.as_dict()["row_invariant"] is True  # per request
-    monkeypatch.setattr("quickdraft.runners.invariance.row_invariance", lambda *a, **k: 0.03125)
+    monkeypatch.setattr("quickdraft.runners.load.row_invariance", lambda *a, **k: 0.03125)
     with pytest.warns(UserWarning, match="fp32 passes are not row-invariant.*0.03125.*nearly tie"):
-        runner = hf.exact_runner(tiny_folder, torch.float32)
+        runner = load.exact_runner(tiny_folder, torch.float32)
     assert runner.row_invariant is False  # float32 has nothing to fall back to: loaded, and the reports say so
 
 
@@ -492,38 +495,38 @@ def test_the_loads_answer_is_kept_for_exactly_the_same_configuration(tiny_folder
     monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "on")
     monkeypatch.setenv("QUICKDRAFT_HOME", str(tmp_path / "home"))
     runs = []
-    real = hf.check_row_invariance
-    monkeypatch.setattr(hf, "check_row_invariance", lambda runner: runs.append(1) or real(runner))
-    first = hf.exact_runner(tiny_folder, torch.float32, progress=True)
+    real = load.check_row_invariance
+    monkeypatch.setattr(load, "check_row_invariance", lambda runner: runs.append(1) or real(runner))
+    first = load.exact_runner(tiny_folder, torch.float32, progress=True)
     assert (len(runs), first.row_invariance_kept, first.row_invariant) == (1, False, True)
     assert "checking that fp32 verify passes" in capsys.readouterr().err  # seconds of work: the user is told
-    second = hf.exact_runner(tiny_folder, torch.float32, progress=True)
+    second = load.exact_runner(tiny_folder, torch.float32, progress=True)
     assert (len(runs), second.row_invariance_kept, second.row_invariant) == (1, True, True)
     assert "checking" not in capsys.readouterr().err
     assert len(list((tmp_path / "home" / "checks").glob("*.json"))) == 1
-    hf.exact_runner(tiny_folder, torch.float32, kernels="torch")  # other layers: checked
+    load.exact_runner(tiny_folder, torch.float32, kernels="torch")  # other layers: checked
     assert len(runs) == 2
     threads = torch.get_num_threads()
     torch.set_num_threads(1 if threads > 1 else 2)
     try:
-        hf.exact_runner(tiny_folder, torch.float32)  # other threads: checked
+        load.exact_runner(tiny_folder, torch.float32)  # other threads: checked
     finally:
         torch.set_num_threads(threads)
     assert len(runs) == 3
     weights = next(tiny_folder.glob("*.safetensors"))
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000))
-    assert not hf.exact_runner(tiny_folder, torch.float32).row_invariance_kept  # the weights file changed: checked
+    assert not load.exact_runner(tiny_folder, torch.float32).row_invariance_kept  # the weights file changed: checked
     assert len(runs) == 4
     monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "off")
-    assert not hf.exact_runner(tiny_folder, torch.float32).row_invariance_kept and len(runs) == 5
+    assert not load.exact_runner(tiny_folder, torch.float32).row_invariance_kept and len(runs) == 5
     # a kept refusal is a refusal: bf16 refused once is refused again without checking
     monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "on")
-    monkeypatch.setattr(hf, "check_row_invariance", lambda runner: runs.append(1) or 0.03125)
+    monkeypatch.setattr(load, "check_row_invariance", lambda runner: runs.append(1) or 0.03125)
     checked = []
     for _ in range(2):
         before = len(runs)
         with pytest.raises(UnsupportedModelError, match="0.03125"):
-            hf.exact_runner(tiny_folder, torch.bfloat16)
+            load.exact_runner(tiny_folder, torch.bfloat16)
         checked.append(len(runs) - before)
     # grouped attention (with the lean pass's padded keys where they keep the bits, then without), then one row at a
     # time, each once; the second load takes every answer kept

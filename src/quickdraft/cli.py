@@ -127,7 +127,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sys.stdout.write("\n")
     lossy = (f" | LOSSY: mentored, KL {s.kl_per_token:.4f}/token (bound {s.kl_bound})" if s.acceptance == "mentored"
              else f" | LOSSY: {s.acceptance} acceptance (no bound)" if s.lossy else "")
-    if s.row_invariant is False:  # float32 whose load check failed (runners/hf.exact_runner warned)
+    if s.row_invariant is False:  # float32 whose load check failed (runners/load.exact_runner warned)
         lossy += " | passes not row-invariant on this CPU: a near-tie may differ from plain decoding"
     line = (f"{s.completion_tokens} tokens, {s.decode_tokens_per_s:.1f} tok/s decode ({s.prefill_s:.2f} s prefill of "
             f"{s.prompt_tokens}) | {s.target_passes} passes, {s.tokens_per_pass:.2f} tokens/pass | "

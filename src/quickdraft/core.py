@@ -121,7 +121,7 @@ class Stats:
     decode_s: float = 0.0
     drafter_s: float = 0.0  # part of decode_s spent proposing drafts
     by_source: dict[str, list[int]] = field(default_factory=dict)  # source -> [accepted, rejected]
-    # the target's passes checked row-invariant at load (runners/hf.exact_runner): True, False (checked, not
+    # the target's passes checked row-invariant at load (runners/load.exact_runner): True, False (checked, not
     # invariant: float32 that failed the check), None (not checked: a llama.cpp target, whose build is checked instead)
     row_invariant: bool | None = None
 

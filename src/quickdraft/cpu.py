@@ -50,7 +50,7 @@ def cpu_info(cpuinfo: str | None = None) -> dict[str, Any]:
 def identity() -> dict[str, str]:
     """What of this CPU can change which kernels run and how they split their sums: vendor, family, model, stepping,
     every flag, and the cache sizes (oneDNN blocks its products by them). For keys of results that depend on it
-    (runners/invariance.checked)."""
+    (runners/load.checked)."""
     fields = _first_processor()
     ident = {k: fields[k] for k in ("vendor_id", "cpu family", "model", "model name", "stepping", "flags") if k in fields}
     caches = Path("/sys/devices/system/cpu/cpu0/cache")

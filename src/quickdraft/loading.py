@@ -124,7 +124,9 @@ class _Opened:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from .runners.hf import HFRunner, exact_runner, lean_checked, quantize_for_drafting, use_kernels
+        from .runners.hf import HFRunner
+        from .runners.kernels import quantize_for_drafting, use_kernels
+        from .runners.load import exact_runner, lean_checked
 
         if draft_precision is None:  # the target: exact by construction (runners/invariance.py)
             return exact_runner(self.path, {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype], self.max_context,

@@ -14,7 +14,7 @@ dtype (the transformers target's weights and activations):
             pass the row-invariance check at load; fp32 elsewhere, and where that check refuses the model
             (the load says so on stderr).
 In either dtype, kernels "auto" packs the Linear layers' weights once for oneDNN where it runs that dtype
-(runners.hf.use_kernels); "torch" leaves torch's own Linear.
+(runners.kernels.use_kernels); "torch" leaves torch's own Linear.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class LoadOptions:
     draft_precision: str | None = None  # a transformers draft model's: "int8" (None: int8) or "fp32"
     max_context: int | None = None  # KV cache / context cap (None: the model's)
     threads: int | None = None  # llama.cpp threads (None: every core this process may use)
-    kernels: str = "auto"  # a transformers model's Linear layers (runners.hf.use_kernels)
+    kernels: str = "auto"  # a transformers model's Linear layers (runners.kernels.use_kernels)
     dtype: str = "auto"  # the transformers target's precision (module docstring)
 
     def __post_init__(self) -> None:

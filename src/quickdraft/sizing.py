@@ -407,7 +407,7 @@ def batch_lengths(gains: Sequence[Sequence[float] | None], drafted: Sequence[int
 
 def block_fit(n: int, block: int | None) -> int:
     """How many of a linear draft's n tokens to verify where the runner computes every pass in products of `block`
-    rows (runners/invariance.FixedRows: bf16 with AMX): all of them, unless the pass (n + 1 rows) spills a quarter
+    rows (runners/kernels.FixedRows: bf16 with AMX): all of them, unless the pass (n + 1 rows) spills a quarter
     block or less into a block of its own; then only the tokens that fill the blocks before it.
 
     Such a pass pays for whole blocks: a spill of r rows costs a block and buys r tokens at most, where a full

@@ -35,7 +35,7 @@ class BenchConfig:
     draft_precision: str | None = None  # a transformers draft model's (None: int8)
     runner: str = "transformers"  # the target's runner: "transformers" or "llama.cpp"
     draft_runner: str | None = None  # the draft model's runner (None: the target's)
-    kernels: str = "auto"  # a transformers model's Linear layers (runners.hf.use_kernels)
+    kernels: str = "auto"  # a transformers model's Linear layers (runners.kernels.use_kernels)
     dtype: str = "auto"  # the transformers target's precision (options.LoadOptions)
     limit: int = 5
     skip: int = 0  # tasks left out at the start of each workload (held-out tasks: skip 20, limit 20 runs tasks 21-40)

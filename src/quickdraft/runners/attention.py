@@ -23,7 +23,7 @@ masked keys follow. n-token passes against one-token decoding at every cache len
   as copying the scores into padded rows, a float32 softmax and a conversion, with fewer copies of the scores
   (measured with docs/results/2026-11-26-verify-attention/ab_attention.py: docs/runtime.md#attention);
 - with both, `grouped_attention` (NAME) is row-invariant in bf16 at every length tried. It is checked on
-  the model at load (runners/hf.exact_runner), which falls back to `rows_attention` where it is not.
+  the model at load (runners/load.exact_runner), which falls back to `rows_attention` where it is not.
 - float32 (MKL and oneDNN) splits the same sums in more ways, by length and by layout; there
   `rows_attention` (ROWS) is used: a pass of n > 1 tokens computes each row on its own, with the operands
   of a one-token pass at that position: the keys that row may see (a prefix of the cache in a linear
@@ -159,7 +159,7 @@ def rows_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
 
 def prefill_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                       attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
-                      **kwargs) -> tuple[torch.Tensor, None]:
+                      causal_prefill: bool = False, **kwargs) -> tuple[torch.Tensor, None]:
     """The bf16 runner's attention for prefill passes (hf.HFRunner.prefill), whose rows need no invariance (their
     logits decide no token), only to be the same bits whenever the same pass runs again (prefix reuse).
 
@@ -170,12 +170,18 @@ def prefill_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     the core's caches between the three products, where SDPA's CPU kernel and one product over all rows do not: in bf16
     faster than SDPA, at eager attention's precision, a little below SDPA's (measured:
     docs/runtime.md#prefill-attention).
-    Rows that see no key at all (none in a causal prefill) are not computed as eager attention computes them."""
+    Rows that see no key at all (none in a causal prefill) are not computed as eager attention computes them.
+    causal_prefill: the mask is the causal one over the cache and the pass (the runner's prefill passes it through
+    the model's forward, whose keywords reach the attention), so the keys each row sees follow from n and L
+    without reading the mask in every layer."""
     refuse_what_is_not_computed(module, kwargs)
     b, H, n, D = query.shape  # key, value: [b, Hkv, L, D]
     Hkv, L = key.shape[1], key.shape[2]
     G = H // Hkv
-    seen, clear_until = _key_spans(attention_mask, n, L)
+    if causal_prefill:  # row i sees the cache and the pass up to itself; the mask is 0 exactly there
+        seen = clear_until = [L - n + i + 1 for i in range(n)]
+    else:  # read from the mask, in every layer (HFRunner.prefill says causal_prefill instead)
+        seen, clear_until = _key_spans(attention_mask, n, L)
     q = (query * scaling).view(b, Hkv, G, n, D)  # scaled once here rather than every score
     out = query.new_empty(b, Hkv, G, n, D)
     for p0 in range(0, n, PREFILL_BLOCK):
@@ -191,26 +197,18 @@ def prefill_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     return out.view(b, H, n, D).transpose(1, 2).contiguous(), None  # [b, n, H, D]
 
 
-_spans_of: tuple = (None, 0, None)  # (mask, L, spans): the last mask's, since every layer of a pass gets the same one
-
-
 def _key_spans(attention_mask: torch.Tensor | None, n: int, L: int) -> tuple[list[int], list[int]]:
     """For each query row of an additive mask [b, 1, n, >= L] (None: every key visible), over its first L keys:
     1 + the last key it may see (in any sequence of the batch), and the first key whose mask is not 0 (L: none)."""
-    global _spans_of
     if attention_mask is None:
         return [L] * n, [L] * n
-    if _spans_of[0] is attention_mask and _spans_of[1] == L:
-        return _spans_of[2]
     mask = attention_mask[:, :, :, :L]
     visible = (mask > torch.finfo(mask.dtype).min / 2).any(0)[0]  # [n, L]: keys not masked out
     added = (mask != 0).any(0)[0]  # [n, L]: keys whose score the mask changes
     seen = L - visible.flip(-1).to(torch.uint8).argmax(-1)  # [n]; a row that sees nothing gives L (argmax 0)
     seen = torch.where(visible.any(-1), seen, 0)
     clear_until = torch.where(added.any(-1), added.to(torch.uint8).argmax(-1), L)  # [n]
-    spans = seen.tolist(), clear_until.tolist()
-    _spans_of = (attention_mask, L, spans)
-    return spans
+    return seen.tolist(), clear_until.tolist()
 
 
 def prefill_here(dtype: torch.dtype) -> str:

@@ -46,7 +46,7 @@ class Runner(Protocol):
     # to its tokens (llama.cpp); draft_sizing "auto" follows it (sizing.sizing_for). None: no preference
     draft_sizing: str | None = None
     # whether a pass gives each row the bits a one-token pass gives it, as the load's check found (the
-    # transformers runner: runners/hf.exact_runner); None where the runner does not check (Stats.row_invariant)
+    # transformers runner: runners/load.exact_runner); None where the runner does not check (Stats.row_invariant)
     row_invariant: bool | None = None
     # prefix reuse (the transformers and llama.cpp runners set both True): reuse_prefix, whether the runner keeps
     # the prefill chunks of earlier sequences at all (the bench turns it off, so that every method pays its own

@@ -7,8 +7,6 @@ their past so that they too can be cut back (transformers refuses to crop them o
 from __future__ import annotations
 
 import inspect
-import sys
-import warnings
 from typing import Sequence
 
 import torch
@@ -19,9 +17,9 @@ from transformers import DynamicCache, PreTrainedModel
 from .. import trees
 from . import attention
 from .base import reusable_prefix
+from .kernels import FixedRows, PackedLinear, one_product
 from .lean import LeanPass
 from ..errors import UnsupportedModelError
-from ..options import DRAFT_PRECISIONS, KERNELS
 
 # Tokens per prefill pass. Passes start at fixed positions (0, 512, 1024, ... from the start of a sequence): that
 # bounds attention memory on long prompts, and makes the cache rows of a prompt's whole chunks the same bits
@@ -32,103 +30,6 @@ PREFILL_CHUNK = 512
 # each find theirs. Each costs its chunks' cache: 12 KiB a token for qwen2.5-coder-0.5b in bf16 (a 2,048-token
 # file: 24 MiB), 28 KiB for the 1.5B.
 KEPT_PREFIXES = 4
-
-
-def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedModel:
-    """A draft model in the precision it drafts in; "int8": dynamic int8 Linear layers.
-
-    Only for draft models: their numbers decide what is proposed, never what is emitted, so a
-    cheaper draft changes speed, not output (under sampling the drafter reports the distributions
-    of the model it actually ran, which keeps speculative sampling lossless). int8 drafts several times cheaper
-    than float32 on a CPU (measured: docs/drafters.md#the-draft-model).
-    """
-    if precision not in DRAFT_PRECISIONS:
-        raise ValueError(f"draft precision must be one of {', '.join(DRAFT_PRECISIONS)}; got {precision!r}")
-    if precision == "fp32":
-        return model
-    import warnings
-
-    from torch.ao.quantization import quantize_dynamic
-
-    with warnings.catch_warnings():  # torch points eager quantization users to torchao; it works as is
-        warnings.simplefilter("ignore")
-        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-
-
-
-
-PACK_ROWS = 16  # the pass size oneDNN lays packed weights out for (PackedLinear)
-
-
-class PackedLinear(torch.nn.Module):
-    """A Linear layer (float32 or bfloat16) whose weight is kept in oneDNN's blocked layout, packed once at load.
-
-    torch's own Linear reorders the weight on every call when a pass carries a few tokens, so a decoding step
-    reads every weight about twice. Packed once, each pass reads it once (measured: docs/runtime.md#packed-weights).
-
-    The weight is laid out for passes of PACK_ROWS rows. In float32 that choice matters: laid out for one row,
-    oneDNN's products of 2 to 32 rows are slower and one row no faster; in bf16 the layout makes no difference.
-    The numbers are oneDNN's, bit for bit those of torch's own Linear in bf16 where that was compared and within
-    float rounding of them in float32, and the same for plain decoding and for verification passes, which run the
-    same layers.
-    """
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):  # [out, in], [out]
-        super().__init__()
-        self.out_features, self.in_features = weight.shape
-        # [out, in] in oneDNN's blocked layout, laid out for passes of PACK_ROWS rows
-        self.register_buffer("weight", torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS))
-        self.register_buffer("bias", None if bias is None else bias.detach().clone())  # [out]
-
-    def __deepcopy__(self, memo: dict) -> PackedLinear:  # a blocked tensor has no storage to copy
-        return PackedLinear(self.weight.to_dense(), self.bias)
-
-    def _apply(self, fn, recurse: bool = True) -> PackedLinear:
-        """model.float(), .to(dtype) and the like: applied to the plain weight, then packed again (a blocked
-        tensor converts to no other dtype)."""
-        weight = fn(self.weight.to_dense())  # [out, in]
-        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
-        self.bias = None if self.bias is None else fn(self.bias)
-        return self
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
-        rows = x.reshape(-1, self.in_features).contiguous()  # [rows, in]
-        out = torch.ops.mkldnn._linear_pointwise(rows, self.weight, self.bias, "none", [], "")  # [rows, out]
-        return out.reshape(*x.shape[:-1], self.out_features)
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-
-
-def packable(dtype: torch.dtype) -> bool:
-    """Whether oneDNN can run packed Linear layers of this dtype here (bf16: where this CPU has the instructions
-    oneDNN's bf16 kernels need; torch says which)."""
-    if not torch.backends.mkldnn.is_available():
-        return False
-    return dtype == torch.float32 or (dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported())
-
-
-def use_kernels(model: PreTrainedModel, kernels: str) -> str:
-    """Put a model's Linear layers on the kernels asked for; returns those it runs on.
-
-    "onednn": every Linear becomes a PackedLinear (a tied output layer gets its own packed copy of
-    the embedding: more memory, by the embedding's size); "torch": left as loaded; "auto": onednn
-    where oneDNN runs the model's dtype (float32 or bfloat16) here, else torch.
-    """
-    if kernels not in KERNELS:
-        raise ValueError(f"kernels must be one of {', '.join(KERNELS)}; got {kernels!r}")
-    usable = packable(model.dtype)
-    if kernels == "auto":
-        kernels = "onednn" if usable else "torch"
-    if kernels == "onednn" and not usable:
-        raise UnsupportedModelError(f"kernels='onednn' needs torch built with oneDNN and a float32 model, or a bfloat16 "
-                                    f"one on a CPU with oneDNN's bf16 kernels; this model is {model.dtype} here")
-    if kernels == "onednn":
-        for module in list(model.modules()):
-            for name, child in list(module.named_children()):
-                if type(child) is torch.nn.Linear:
-                    setattr(module, name, PackedLinear(child.weight, child.bias))
-    return kernels
 
 
 # transformers before 5.18 hands a sliding-window layer that records its past (for rollback) every key it holds,
@@ -181,8 +82,6 @@ class HFRunner:
                 raise UnsupportedModelError(f"{type(model).__name__}'s attention has {' and '.join(missing)}, which "
                                             "quickdraft's exact runner does not compute")
             self.prefill_attention = attention.prefill_here(model.dtype)
-        from .invariance import FixedRows
-
         # rows per product where every pass runs in fixed-size blocks (bf16 with AMX): the engine fits drafts to them
         self.row_block: int | None = max((m.rows for m in model.modules() if isinstance(m, FixedRows)), default=None)
         # Trees need every layer's keys in one tensor per layer to pick a path from (sliding-window
@@ -223,6 +122,8 @@ class HFRunner:
             self._kept.insert(0, (_cut(self.cache, len(self._chunked)), self._chunked))
             del self._kept[self.kept_prefixes :]
         self.cache, self._chunked = self._new_cache(), []
+        if self.lean is not None:
+            self.lean.key_buffers.clear()  # the dropped cache's: never written again (lean.KeyBuffers)
 
     @torch.inference_mode()
     def prefill(self, tokens: Sequence[int]) -> int:
@@ -236,16 +137,16 @@ class HFRunner:
             if start:
                 self.cache, _ = self._kept.pop(taken.index(start))
                 self.cache.crop(start - self.length)  # a view: the next pass's append copies it anyway
-        from .invariance import one_product
-
         passes = self.model.config._attn_implementation
+        causal = {"causal_prefill": True} if self.prefill_attention == attention.PREFILL else {}
         if self.prefill_attention:
             self.model.set_attn_implementation(self.prefill_attention)
         try:
             with one_product(self.model):  # for the same reason, one product per layer and pass, not fixed-size blocks
                 for begin in range(start, len(tokens), self.prefill_chunk):
                     chunk = torch.tensor([tokens[begin : begin + self.prefill_chunk]], dtype=torch.long)
-                    self.model(input_ids=chunk, **{self._cache_kw: self.cache}, use_cache=True, logits_to_keep=1)
+                    self.model(input_ids=chunk, **{self._cache_kw: self.cache}, use_cache=True, logits_to_keep=1,
+                               **causal)
         finally:
             if self.prefill_attention:
                 self.model.set_attn_implementation(passes)
@@ -299,100 +200,3 @@ def _cut(cache: DynamicCache, length: int) -> DynamicCache:
     for layer in cache.layers:
         layer.keys, layer.values = layer.keys.contiguous(), layer.values.contiguous()
     return cache
-
-
-CHECK_CACHED = (7, 1000)  # cache lengths the load's check runs passes after: a short one, one across VALUE_BLOCK
-# pass sizes it checks: where kernels were seen to change path by rows (2: float32; 8: torch's bf16 Linear with AMX;
-# 16-17: oneDNN's bf16 products with AMX and AVX512_BF16; 33: past 32 rows), and 65, the longest prediction pass
-# (the last token and a 64-token draft), where torch's own bf16 Linear was seen to differ where (2, 5, 16, 33) did
-# not look (measured: docs/runtime.md#the-load-check). Each size adds to every load's time.
-CHECK_SIZES = (2, 5, 8, 16, 17, 33, 65)
-
-
-def check_row_invariance(runner: HFRunner) -> float:
-    """The load's check: largest logit difference between rows of n-token passes and one-token decoding, n in
-    CHECK_SIZES, after each of CHECK_CACHED cached tokens (arbitrary, fixed tokens). 0.0: invariant there."""
-    from .invariance import row_invariance
-
-    longest = max(CHECK_CACHED) + max(CHECK_SIZES)
-    tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(longest)]
-    return max(row_invariance(runner, tokens[: cached + max(CHECK_SIZES)], CHECK_SIZES) for cached in CHECK_CACHED)
-
-
-def lean_checked(runner: HFRunner) -> HFRunner:
-    """The runner, its lean pass dropped where the pass's logits are not the model forward's, bit for bit, on this
-    model (lean.agrees: a one-token, a 5-token and a tree pass: a small part of a load's time). On the
-    runner's own attention it is tried with padded keys (lean.append, KeyBuffers) first, then without."""
-    from .lean import agrees
-
-    if runner.lean is None or not runner.lean.usable():
-        return runner
-    same, error = False, None
-    ours = runner.model.config._attn_implementation in attention.FUNCTIONS  # padded keys: the runner's attention only
-    for pad in (True, False) if ours else (False,):  # padded keys where they give the same bits, else the cache as is
-        runner.lean.pad_keys = pad
-        try:
-            same, error = agrees(runner, runner.lean), None
-        except Exception as e:  # e.g. a transformers whose layers take other arguments
-            same, error = False, e
-        if same:
-            break
-    if error is not None:  # the last form tried raised: the model's forward runs
-        warnings.warn(f"quickdraft's lean pass does not run this model here ({type(error).__name__}: {error}); its "
-                      "passes go through the model's forward", stacklevel=2)
-    if not same:
-        runner.lean = None
-        runner.reset()
-    return runner
-
-
-def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kernels: str = "auto",
-                 progress: bool = False) -> HFRunner:
-    """The transformers target, exact by construction (runners/invariance.py, runners/attention.py): the runner's own
-    eager attention, Linear layers on `kernels` (use_kernels: packed for oneDNN by default), those whose shape is not
-    row-invariant there padded to the rows they need, and the property checked on this model at load, bit for bit
-    (check_row_invariance; its answer is kept for a later load of exactly the same configuration: invariance.checked).
-
-    Attention: in bf16 grouped (all rows of a pass in one product), and one row at a time where the check finds
-    grouped not invariant; in float32 one row at a time (attention.rows_attention). A model the check still finds
-    not invariant is refused in bf16 with UnsupportedModelError (dtype auto then loads float32); float32, which has
-    nothing to fall back to, loads with a warning and row_invariant False. Decoding and verify passes of Qwen2 and
-    Llama models skip transformers' plumbing between the layers (lean.py), where the load finds the logits the model
-    forward's bit for bit (lean.agrees; else the model's forward), and keep the cache in KeyBuffers where that gives
-    the same bits too and the check passes with them (else without). progress: say on stderr when the check
-    runs (it takes seconds)."""
-    from transformers import AutoModelForCausalLM
-
-    from .invariance import checked, make_row_invariant, unpacked
-
-    rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
-    use_kernels(model, kernels)
-    make_row_invariant(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
-    runner = HFRunner(model, max_context)
-    lean_checked(runner)
-
-    def check(runner: HFRunner) -> float:  # the load's check, said on stderr where it runs (it takes seconds)
-        if progress:
-            print(f"quickdraft: checking that {runner.dtype} verify passes give one-token decoding's bits on this CPU "
-                  "(once per model and machine)...", file=sys.stderr, flush=True)
-        return check_row_invariance(runner)
-
-    # the check, or its answer from an earlier load of exactly this configuration (invariance.checked)
-    worst, runner.row_invariance_kept = checked(runner, path, check)
-    if worst != 0.0 and runner.lean is not None and runner.lean.pad_keys:  # first without padded keys
-        runner.lean.pad_keys = False
-        worst, runner.row_invariance_kept = checked(runner, path, check)
-    if worst != 0.0 and rows != attention.ROWS:
-        model.set_attn_implementation(attention.register(attention.ROWS))
-        worst, runner.row_invariance_kept = checked(runner, path, check)
-    runner.row_invariant = worst == 0.0
-    if runner.row_invariant:
-        return runner
-    message = (f"{type(model).__name__}'s {runner.dtype} passes are not row-invariant on this CPU even with the runner's "
-               f"attention and padded layers (a verify pass and one-token decoding differ by up to {worst:g} in a "
-               "logit), so drafted output could differ from plain decoding")
-    if dtype == torch.float32:
-        warnings.warn(f"{message} where two logits nearly tie", stacklevel=2)
-        return runner
-    raise UnsupportedModelError(f"dtype bf16: {message}; use dtype fp32")

@@ -5,7 +5,7 @@ Drafted output is plain decoding's only if that holds; kernels rarely promise it
 against the same rows computed one at a time, on a CPU with AVX-512 and AVX512_BF16 (measured:
 docs/runtime.md#row-invariance):
 
-    float32 Linear, packed for oneDNN (hf.PackedLinear)   M = 1 differs from M >= 2 where the inner dimension
+    float32 Linear, packed (kernels.PackedLinear)         M = 1 differs from M >= 2 where the inner dimension
                                                           is long (896 x 4864, 1536 x 1536 ...); M >= 2 agree
     float32 Linear, torch's (MKL)                         three paths: M = 1, M = 2-3, M >= 4
     bfloat16 Linear (oneDNN)                              equal for most shapes; differs where the output is
@@ -22,7 +22,7 @@ And which rows differ there depends on the data: a model whose every shape probe
 row of a long pass other bits than a one-token pass, with equal inputs, where the load's check did not look.
 Probing cannot show invariance there.
 
-So the runner (hf.exact_runner) loads its own eager attention and makes its Linear layers row-invariant
+So the runner (load.exact_runner) loads its own eager attention and makes its Linear layers row-invariant
 (`make_row_invariant`) one of two ways:
 - with AMX, in bf16: every Linear in a FixedRows layer, which computes each pass in products of exactly
   FIXED_ROWS rows (zero rows filling the last), so every row of every pass takes the same product, whatever
@@ -40,89 +40,18 @@ positions.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import torch
 
-from .hf import PackedLinear
+from .kernels import PackedLinear, RowPadded, FixedRows, linear_layers
 
-MIN_ROWS = 16  # rows a RowPadded layer computes at least, unless told otherwise
 # With AMX every bf16 Linear runs in products of this many rows (FixedRows; module docstring), chosen against 16 and
 # 64 (measured: docs/runtime.md#fixed-row-blocks)
 FIXED_ROWS = 32
-PAD_ROWS = (2, 4, 8, MIN_ROWS, 32, 64)  # the paddings pad_where_needed tries, fewest rows first
+PAD_ROWS = (2, 4, 8, 16, 32, 64)  # the paddings pad_where_needed tries, fewest rows first
 # pass sizes probed against one-row passes (65: the last token and a prediction draft of its longest, 64 tokens)
 PROBE_ROWS = (2, 3, 4, 5, 8, 9, 16, 17, 24, 32, 33, 48, 64, 65)
-
-
-class _Wrapped(torch.nn.Module):
-    """A Linear layer inside another: what code reading a Linear asks of it (the runner reads the output layer's
-    out_features; transformers ties and resizes embeddings through weight)."""
-
-    def __init__(self, linear: torch.nn.Module):
-        super().__init__()
-        self.linear = linear
-
-    @property
-    def in_features(self) -> int:
-        return self.linear.in_features
-
-    @property
-    def out_features(self) -> int:
-        return self.linear.out_features
-
-    @property
-    def weight(self) -> torch.Tensor:
-        return self.linear.weight
-
-
-class RowPadded(_Wrapped):
-    """A Linear layer run on at least MIN_ROWS rows (zero rows added and dropped), so that every pass takes
-    the kernel path of a MIN_ROWS-row product, whatever its own number of rows."""
-
-    def __init__(self, linear: torch.nn.Module, min_rows: int = MIN_ROWS):
-        super().__init__(linear)
-        self.min_rows = min_rows
-
-    def extra_repr(self) -> str:
-        return f"min_rows={self.min_rows}"
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., rows, in] -> [..., rows, out]
-        rows = x.shape[:-1].numel()
-        if rows >= self.min_rows:
-            return self.linear(x)
-        flat = x.reshape(rows, x.shape[-1])  # [rows, in]
-        padded = torch.cat([flat, flat.new_zeros(self.min_rows - rows, flat.shape[-1])])  # [min_rows, in]
-        return self.linear(padded)[:rows].reshape(*x.shape[:-1], -1)
-
-
-class FixedRows(_Wrapped):
-    """A Linear layer whose passes are computed in products of exactly `rows` rows, the last block filled up with
-    zero rows: every row of every pass, a one-token pass's too, goes through the same product, so its bits do not
-    depend on the pass's size, whatever the kernels do with other sizes or the data. (That a product's rows do not
-    depend on each other or on their place in it is what the probes and the load's check still test.)
-
-    `in_blocks` False: a pass in one product of its own rows, for prefill, whose rows decide no token
-    (`one_product`, around hf.HFRunner.prefill's passes)."""
-
-    def __init__(self, linear: torch.nn.Module, rows: int):
-        super().__init__(linear)
-        self.rows, self.in_blocks = rows, True
-
-    def extra_repr(self) -> str:
-        return f"rows={self.rows}"
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., rows, in] -> [..., rows, out]
-        if not self.in_blocks:
-            return self.linear(x)
-        rows = x.shape[:-1].numel()
-        blocks = -(-rows // self.rows)
-        padded = x.new_zeros(blocks * self.rows, x.shape[-1])  # [blocks * self.rows, in]
-        padded[:rows] = x.reshape(rows, x.shape[-1])
-        out = torch.cat([self.linear(block) for block in padded.split(self.rows)]) if blocks > 1 else self.linear(padded)
-        return out[:rows].reshape(*x.shape[:-1], -1)  # out: [blocks * self.rows, out]
 
 
 def rows_invariant(layer: torch.nn.Module, in_features: int, dtype: torch.dtype, seed: int = 0) -> bool:
@@ -181,7 +110,7 @@ def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked
     model's check at load then finds the difference). alternative None: only padding is tried."""
     chosen: dict[tuple[int, int], Make | None] = {}
     replaced = []
-    for module, name, child in _linear_layers(model):
+    for module, name, child in linear_layers(model):
         shape = tuple(child.weight.shape)
         if shape not in chosen:
             chosen[shape] = choose(child, shape[1], alternative)
@@ -189,12 +118,6 @@ def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked
             setattr(module, name, chosen[shape](child))
             replaced.append(name)
     return replaced
-
-
-def _linear_layers(model: torch.nn.Module) -> list[tuple[torch.nn.Module, str, torch.nn.Module]]:
-    """(parent, name, layer) for every Linear of the model, torch's or packed, not yet wrapped."""
-    return [(module, name, child) for module in model.modules() for name, child in module.named_children()
-            if type(child) in (torch.nn.Linear, PackedLinear)]
 
 
 def fixed_rows_here(dtype: torch.dtype) -> int | None:
@@ -207,31 +130,17 @@ def fixed_rows_here(dtype: torch.dtype) -> int | None:
 
 def fix_rows(model: torch.nn.Module, rows: int) -> list[str]:
     """Every Linear of the model (torch's or packed) in a FixedRows layer of `rows` rows; returns their names."""
-    layers = _linear_layers(model)
+    layers = linear_layers(model)
     for module, name, child in layers:
         setattr(module, name, FixedRows(child, rows))
     return [name for _, name, _ in layers]
-
-
-@contextmanager
-def one_product(model: torch.nn.Module) -> Iterator[None]:
-    """Inside, the model's FixedRows layers compute each pass in one product of its own rows (prefill, whose rows
-    decide no token: hf.HFRunner.prefill); blocks again after, also after an error."""
-    layers = [m for m in model.modules() if isinstance(m, FixedRows)]
-    for layer in layers:
-        layer.in_blocks = False
-    try:
-        yield
-    finally:
-        for layer in layers:
-            layer.in_blocks = True
 
 
 def make_row_invariant(model: torch.nn.Module, alternative: Make | None = unpacked) -> list[str]:
     """The runner's Linear layers made row-invariant on this CPU: in fixed-size blocks where its kernels need them
     (fixed_rows_here), else padded where needed (pad_where_needed, with `alternative`); returns the names of the
     layers replaced. The load's check then tests the whole model either way."""
-    layers = _linear_layers(model)
+    layers = linear_layers(model)
     rows = fixed_rows_here(layers[0][2].weight.dtype) if layers else None
     return fix_rows(model, rows) if rows else pad_where_needed(model, alternative)
 
@@ -251,75 +160,3 @@ def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 
         worst = max(worst, float((runner.forward(rest[:n]) - one[:n]).abs().max()))
     runner.reset()
     return worst
-
-
-# -- the load's verdict, kept for the same configuration ---------------------------------------------------------
-# The load's check (hf.check_row_invariance) is most of a load's time (measured: docs/runtime.md#the-load-check).
-# Its answer is a function of what it ran on: the weights, the layers as loaded
-# (kernels, padding, attention), this code, torch's and transformers' builds, the threads and the CPU (its model,
-# flags and cache sizes, which oneDNN blocks its products by). So the answer is kept under a hash of all of those
-# (models.home()/checks/) and a later load with the same hash takes it instead of running the check again; any
-# change in any of them runs it again. QUICKDRAFT_CHECK_CACHE=off always runs it (the tests do, to patch it).
-
-# this package's code that makes the logits
-CHECKED_SOURCES = ("attention.py", "hf.py", "invariance.py", "base.py", "lean.py")
-
-
-def verdict_key(runner, path: Path | str) -> str:
-    """The hash a check's answer is kept under: everything the answer depends on (above)."""
-    import hashlib
-    import json
-
-    import transformers
-
-    from .. import cpu
-
-    here = Path(__file__).parent
-    folder = Path(path).resolve()
-    weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir()
-                     if f.suffix in (".safetensors", ".bin", ".json"))
-    what = {
-        "model": [str(folder), weights],
-        "layers": hashlib.sha256(repr(runner.model).encode()).hexdigest(),
-        "attention": runner.model.config._attn_implementation, "dtype": runner.dtype, "kernels": runner.kernels,
-        "padded keys": bool(getattr(getattr(runner, "lean", None), "pad_keys", False)),  # lean.py's KeyBuffers
-        "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in CHECKED_SOURCES},
-        "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
-        "transformers": transformers.__version__,
-        "cpu": cpu.identity(),
-    }
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
-
-
-def _verdict_file(key: str) -> Path | None:
-    import os
-
-    from ..models import home
-
-    if os.environ.get("QUICKDRAFT_CHECK_CACHE", "on").lower() in ("off", "0", "no", "false"):
-        return None
-    return home() / "checks" / f"{key}.json"
-
-
-def checked(runner, path: Path | str, check: Callable[[object], float]) -> tuple[float, bool]:
-    """check(runner), or its answer from an earlier load of exactly this configuration; (answer, whether it was
-    kept from before)."""
-    import json
-    import time
-
-    file = _verdict_file(verdict_key(runner, path))
-    if file is not None and file.is_file():
-        try:
-            return float(json.loads(file.read_text())["worst"]), True
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # unreadable: check again
-    worst = check(runner)
-    if file is not None:
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"worst": worst, "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}))
-            tmp.replace(file)
-        except OSError:
-            pass  # a cache that cannot be written: check at every load, as without it
-    return worst, False

@@ -16,13 +16,13 @@ one's shapes with next to no weights: docs/runtime.md#the-lean-pass). `LeanPass`
     logits = lm_head(norm(x))                         [1, n, V]
 
 The same modules compute the same numbers in the same order as the model's forward, so the logits are its bits;
-`agrees` checks that on the model at load (hf.lean_checked), which keeps the model's forward where they differ.
+`agrees` checks that on the model at load (load.lean_checked), which keeps the model's forward where they differ.
 Only for the layer classes in LAYERS (their forward is the sequence above, in transformers 5.x), without
 sliding-window layers, and only while the attention set is the runner's own (a target's; prefill keeps the model's
 forward) or SDPA (a draft model's, loaded as transformers loads it; its load compares the two paths too). On real
 weights the plumbing is a few percent of a small model's step, less of a larger one's.
 
-On the runner's own attention the pass can also keep the cache in KeyBuffers (`append`): no copy of the whole cache
+On the runner's own attention the pass can also keep the cache in KeyBuffers: no copy of the whole cache
 every step, and attention products whose shape changes every 64 tokens, not every token (measured:
 docs/runtime.md#padded-keys). The load turns that on where the logits stay the model forward's, bit for bit.
 """
@@ -55,9 +55,10 @@ class LeanPass:
         self.create_mask = module.create_causal_mask
         parameters = inspect.signature(self.create_mask).parameters
         self._cache_kw = "cache" if "cache" in parameters else "past_key_values"
-        # passes on the runner's own attention keep the cache in KeyBuffers and read it padded (`append`): turned on
-        # by the load where that keeps the model forward's bits and row invariance (hf.lean_checked, exact_runner)
+        # passes on the runner's own attention keep the cache in KeyBuffers and read it padded: turned on by the load
+        # where that keeps the model forward's bits and row invariance (load.lean_checked, exact_runner)
         self.pad_keys = False
+        self.key_buffers = KeyBuffers()
 
     @classmethod
     def for_model(cls, model: torch.nn.Module) -> LeanPass | None:
@@ -101,7 +102,7 @@ class LeanPass:
                                     position_ids=position_ids, **{self._cache_kw: cache})
         cos, sin = self.base.rotary_emb(x, position_ids)  # [1, n, D] each
         attend = attention.FUNCTIONS[implementation] if ours else ALL_ATTENTION_FUNCTIONS[implementation]
-        padded = ours and self.pad_keys and len(cache.layers) == len(self.layers)  # KeyBuffers (`append`)
+        padded = ours and self.pad_keys and len(cache.layers) == len(self.layers)  # KeyBuffers
         shape = (*x.shape[:-1], -1)
         for i, layer in enumerate(self.layers):
             a = layer.self_attn
@@ -112,7 +113,7 @@ class LeanPass:
             v = a.v_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
             q, k = self.rotate(q, k, cos, sin)
             if padded:
-                k, v, count = append(cache.layers[i], k, v)  # [1, Hkv, P, D]: L keys, then padding
+                k, v, count = self.key_buffers.append(i, cache.layers[i], k, v)  # [1, Hkv, P, D]: L keys, padding
                 extra = {"key_count": count}
             else:
                 k, v, extra = *cache.update(k, v, i), {}  # [1, Hkv, L, D]
@@ -122,42 +123,52 @@ class LeanPass:
         return self.model.lm_head(self.base.norm(x))  # [1, n, V]
 
 
-def append(layer, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Append k, v [1, Hkv, n, D] to a DynamicCache layer kept in KeyBuffers -> the keys and values padded to
-    P rows [1, Hkv, P, D], whole attention.SOFTMAX_BLOCKs (the L cached rows, then rows that get weight 0 in
-    attention.attend; after a rollback P may exceed L rounded up), L.
+class KeyBuffers:
+    """The padded keys and values of the cache a LeanPass appends to, one pair of buffers per layer.
 
-    KeyBuffers. transformers' DynamicLayer concatenates every pass into new tensors of exactly L rows: a copy of the
-    whole cache every step, and attention products of a new shape every token, for which oneDNN makes a kernel
-    before running it, many times the cost of running one it made before (measured: docs/runtime.md#padded-keys).
-    Here the layer's keys and values are views of the first L rows of contiguous buffers of whole
-    SOFTMAX_BLOCKs (the rows past L zeros, or rows a rollback left: finite either way), so a step copies its own rows,
-    the cache is copied into a larger buffer once every SOFTMAX_BLOCK tokens, and the products, which read whole
-    buffers (dense: a product of a slice whose heads lie further apart than its rows would copy it first), change
-    shape at the same rate. Whatever replaces the layer's tensors (a prefill through the model's forward, a tree
-    pass's keep, prefix reuse) leaves views of no buffer: the next append copies them into a new one, never into a
-    buffer another cache might still view."""
-    n = k.shape[-2]
-    if not layer.is_initialized:
-        layer.lazy_initialization(k, v)
-    L = layer.get_seq_length()
-    total = L + n
-    P = total + (-total) % attention.SOFTMAX_BLOCK
-    buffers = getattr(layer, "quickdraft_buffers", None)
-    viewed = (buffers is not None and L > 0 and layer.keys.data_ptr() == buffers[0].data_ptr()
-              and layer.values.data_ptr() == buffers[1].data_ptr()
-              and layer.keys.stride() == buffers[0].stride() and layer.values.stride() == buffers[1].stride())
-    if not viewed or P > buffers[0].shape[-2]:
-        buffers = (k.new_zeros(*k.shape[:-2], P, k.shape[-1]), v.new_zeros(*v.shape[:-2], P, v.shape[-1]))
-        if L:
-            buffers[0][..., :L, :] = layer.keys
-            buffers[1][..., :L, :] = layer.values
-        layer.quickdraft_buffers = buffers
-    keys, values = buffers  # [1, Hkv, rows, D]: P rows, or more after a rollback (all read: a slice is not dense)
-    keys[..., L:total, :] = k
-    values[..., L:total, :] = v
-    layer.keys, layer.values = keys[..., :total, :], values[..., :total, :]
-    return keys, values, total
+    transformers' DynamicLayer concatenates every pass into new tensors of exactly L rows: a copy of the whole cache
+    every step, and attention products of a new shape every token, for which oneDNN makes a kernel before running
+    it, many times the cost of running one it made before (measured: docs/runtime.md#padded-keys). Here a layer's
+    keys and values are views of the first L rows of contiguous buffers of whole attention.SOFTMAX_BLOCKs (the rows
+    past L zeros, or rows a rollback left: finite either way), so a step copies its own rows, the cache is copied
+    into a larger buffer once every SOFTMAX_BLOCK tokens, and the products, which read whole buffers (dense: a
+    product of a slice whose heads lie further apart than its rows would copy it first), change shape at the same
+    rate. The buffers are the pass's, not the cache's: whatever replaced a layer's tensors (a prefill through the
+    model's forward, a tree pass's keep, prefix reuse) leaves views of no buffer held here, so the next append
+    copies them into a new one, and `clear` (the runner's reset) drops them all: a buffer another cache might still
+    view is never written."""
+
+    def __init__(self):
+        self.buffers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # layer index -> keys, values [1, Hkv, P, D]
+
+    def clear(self) -> None:
+        self.buffers.clear()
+
+    def append(self, i: int, layer, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Append k, v [1, Hkv, n, D] to layer i of a DynamicCache -> its keys and values padded to P rows
+        [1, Hkv, P, D], whole attention.SOFTMAX_BLOCKs (the L cached rows, then rows that get weight 0 in
+        attention.attend; after a rollback P may exceed L rounded up), L."""
+        n = k.shape[-2]
+        if not layer.is_initialized:
+            layer.lazy_initialization(k, v)
+        L = layer.get_seq_length()
+        total = L + n
+        P = total + (-total) % attention.SOFTMAX_BLOCK
+        buffers = self.buffers.get(i)
+        viewed = (buffers is not None and L > 0 and layer.keys.data_ptr() == buffers[0].data_ptr()
+                  and layer.values.data_ptr() == buffers[1].data_ptr()
+                  and layer.keys.stride() == buffers[0].stride() and layer.values.stride() == buffers[1].stride())
+        if not viewed or P > buffers[0].shape[-2]:
+            buffers = (k.new_zeros(*k.shape[:-2], P, k.shape[-1]), v.new_zeros(*v.shape[:-2], P, v.shape[-1]))
+            if L:
+                buffers[0][..., :L, :] = layer.keys
+                buffers[1][..., :L, :] = layer.values
+            self.buffers[i] = buffers
+        keys, values = buffers  # [1, Hkv, rows, D]: P rows, or more after a rollback (all read: a slice is not dense)
+        keys[..., L:total, :] = k
+        values[..., L:total, :] = v
+        layer.keys, layer.values = keys[..., :total, :], values[..., :total, :]
+        return keys, values, total
 
 
 def agrees(runner, lean: LeanPass, tokens: Sequence[int] = tuple(range(11, 31))) -> bool:

@@ -42,6 +42,7 @@ at construction; sliding-window models keep their full cache (swa_full) so that 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,20 +73,26 @@ def _llama() -> Any:
     return llama_cpp
 
 
-_backend_ready = False
-_silence: Any = None  # the log callback; kept referenced so that ctypes does not free it
+@functools.cache
+def _silence_logs() -> Any:
+    """llama.cpp's log callback set to one that prints nothing, once per process; the callback is returned (and
+    so kept referenced by the cache) so that ctypes does not free it."""
+    ll = _llama()
+    silence = ll.llama_log_callback(lambda level, text, user_data: None)
+    ll.llama_log_set(silence, ctypes.c_void_p(0))
+    return silence
+
+
+@functools.cache
+def _start_backend() -> None:
+    _llama().llama_backend_init()  # once per process
 
 
 def _init_backend(verbose: bool) -> None:
-    global _backend_ready, _silence
-    ll = _llama()
-    check_batch_invariant_build(ll)
-    if not verbose and _silence is None:
-        _silence = ll.llama_log_callback(lambda level, text, user_data: None)
-        ll.llama_log_set(_silence, ctypes.c_void_p(0))
-    if not _backend_ready:
-        ll.llama_backend_init()
-        _backend_ready = True
+    check_batch_invariant_build(_llama())
+    if not verbose:
+        _silence_logs()
+    _start_backend()
 
 
 def check_batch_invariant_build(ll: Any) -> None:

@@ -1,0 +1,184 @@
+"""Loading the transformers target exact by construction, and the load's check of it on the real model.
+
+exact_runner loads the model on the runner's own attention (attention.py), puts its Linear layers on the kernels
+asked for (kernels.py), makes them row-invariant (invariance.py), and checks the whole model at load: logits of
+n-token passes against one-token passes at the same positions, bit for bit (check_row_invariance). The check's
+answer is kept for a later load of exactly the same configuration (`checked`).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import attention, lean
+from .hf import HFRunner
+from .invariance import make_row_invariant, row_invariance, unpacked
+from .kernels import use_kernels
+from ..errors import UnsupportedModelError
+
+CHECK_CACHED = (7, 1000)  # cache lengths the load's check runs passes after: a short one, one across VALUE_BLOCK
+# pass sizes it checks: where kernels were seen to change path by rows (2: float32; 8: torch's bf16 Linear with AMX;
+# 16-17: oneDNN's bf16 products with AMX and AVX512_BF16; 33: past 32 rows), and 65, the longest prediction pass
+# (the last token and a 64-token draft), where torch's own bf16 Linear was seen to differ where (2, 5, 16, 33) did
+# not look (measured: docs/runtime.md#the-load-check). Each size adds to every load's time.
+CHECK_SIZES = (2, 5, 8, 16, 17, 33, 65)
+
+
+def check_row_invariance(runner: HFRunner) -> float:
+    """The load's check: largest logit difference between rows of n-token passes and one-token decoding, n in
+    CHECK_SIZES, after each of CHECK_CACHED cached tokens (arbitrary, fixed tokens). 0.0: invariant there."""
+    longest = max(CHECK_CACHED) + max(CHECK_SIZES)
+    tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(longest)]
+    return max(row_invariance(runner, tokens[: cached + max(CHECK_SIZES)], CHECK_SIZES) for cached in CHECK_CACHED)
+
+
+def lean_checked(runner: HFRunner) -> HFRunner:
+    """The runner, its lean pass dropped where the pass's logits are not the model forward's, bit for bit, on this
+    model (lean.agrees: a one-token, a 5-token and a tree pass: a small part of a load's time). On the
+    runner's own attention it is tried with padded keys (lean.KeyBuffers) first, then without."""
+    if runner.lean is None or not runner.lean.usable():
+        return runner
+    same, error = False, None
+    ours = runner.model.config._attn_implementation in attention.FUNCTIONS  # padded keys: the runner's attention only
+    for pad in (True, False) if ours else (False,):  # padded keys where they give the same bits, else the cache as is
+        runner.lean.pad_keys = pad
+        try:
+            same, error = lean.agrees(runner, runner.lean), None
+        except Exception as e:  # e.g. a transformers whose layers take other arguments
+            same, error = False, e
+        if same:
+            break
+    if error is not None:  # the last form tried raised: the model's forward runs
+        warnings.warn(f"quickdraft's lean pass does not run this model here ({type(error).__name__}: {error}); its "
+                      "passes go through the model's forward", stacklevel=2)
+    if not same:
+        runner.lean = None
+        runner.reset()
+    return runner
+
+
+def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kernels: str = "auto",
+                 progress: bool = False) -> HFRunner:
+    """The transformers target, exact by construction (runners/invariance.py, runners/attention.py): the runner's own
+    eager attention, Linear layers on `kernels` (use_kernels: packed for oneDNN by default), those whose shape is not
+    row-invariant there padded to the rows they need, and the property checked on this model at load, bit for bit
+    (check_row_invariance; its answer is kept for a later load of exactly the same configuration: invariance.checked).
+
+    Attention: in bf16 grouped (all rows of a pass in one product), and one row at a time where the check finds
+    grouped not invariant; in float32 one row at a time (attention.rows_attention). A model the check still finds
+    not invariant is refused in bf16 with UnsupportedModelError (dtype auto then loads float32); float32, which has
+    nothing to fall back to, loads with a warning and row_invariant False. Decoding and verify passes of Qwen2 and
+    Llama models skip transformers' plumbing between the layers (lean.py), where the load finds the logits the model
+    forward's bit for bit (lean.agrees; else the model's forward), and keep the cache in KeyBuffers where that gives
+    the same bits too and the check passes with them (else without). progress: say on stderr when the check
+    runs (it takes seconds)."""
+    from transformers import AutoModelForCausalLM
+
+    rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
+    use_kernels(model, kernels)
+    make_row_invariant(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
+    runner = HFRunner(model, max_context)
+    lean_checked(runner)
+
+    def check(runner: HFRunner) -> float:  # the load's check, said on stderr where it runs (it takes seconds)
+        if progress:
+            print(f"quickdraft: checking that {runner.dtype} verify passes give one-token decoding's bits on this CPU "
+                  "(once per model and machine)...", file=sys.stderr, flush=True)
+        return check_row_invariance(runner)
+
+    # the check, or its answer from an earlier load of exactly this configuration (invariance.checked)
+    worst, runner.row_invariance_kept = checked(runner, path, check)
+    if worst != 0.0 and runner.lean is not None and runner.lean.pad_keys:  # first without padded keys
+        runner.lean.pad_keys = False
+        worst, runner.row_invariance_kept = checked(runner, path, check)
+    if worst != 0.0 and rows != attention.ROWS:
+        model.set_attn_implementation(attention.register(attention.ROWS))
+        worst, runner.row_invariance_kept = checked(runner, path, check)
+    runner.row_invariant = worst == 0.0
+    if runner.row_invariant:
+        return runner
+    message = (f"{type(model).__name__}'s {runner.dtype} passes are not row-invariant on this CPU even with the runner's "
+               f"attention and padded layers (a verify pass and one-token decoding differ by up to {worst:g} in a "
+               "logit), so drafted output could differ from plain decoding")
+    if dtype == torch.float32:
+        warnings.warn(f"{message} where two logits nearly tie", stacklevel=2)
+        return runner
+    raise UnsupportedModelError(f"dtype bf16: {message}; use dtype fp32")
+
+
+# -- the load's verdict, kept for the same configuration ---------------------------------------------------------
+# The load's check (check_row_invariance) is most of a load's time (measured: docs/runtime.md#the-load-check).
+# Its answer is a function of what it ran on: the weights, the layers as loaded
+# (kernels, padding, attention), this code, torch's and transformers' builds, the threads and the CPU (its model,
+# flags and cache sizes, which oneDNN blocks its products by). So the answer is kept under a hash of all of those
+# (models.home()/checks/) and a later load with the same hash takes it instead of running the check again; any
+# change in any of them runs it again. QUICKDRAFT_CHECK_CACHE=off always runs it (the tests do, to patch it).
+
+# this package's code that makes the logits
+CHECKED_SOURCES = ("attention.py", "base.py", "hf.py", "invariance.py", "kernels.py", "lean.py", "load.py")
+
+
+def verdict_key(runner, path: Path | str) -> str:
+    """The hash a check's answer is kept under: everything the answer depends on (above)."""
+    import hashlib
+    import json
+
+    import transformers
+
+    from .. import cpu
+
+    here = Path(__file__).parent
+    folder = Path(path).resolve()
+    weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir()
+                     if f.suffix in (".safetensors", ".bin", ".json"))
+    what = {
+        "model": [str(folder), weights],
+        "layers": hashlib.sha256(repr(runner.model).encode()).hexdigest(),
+        "attention": runner.model.config._attn_implementation, "dtype": runner.dtype, "kernels": runner.kernels,
+        "padded keys": bool(getattr(getattr(runner, "lean", None), "pad_keys", False)),  # lean.py's KeyBuffers
+        "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in CHECKED_SOURCES},
+        "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
+        "transformers": transformers.__version__,
+        "cpu": cpu.identity(),
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def _verdict_file(key: str) -> Path | None:
+    import os
+
+    from ..models import home
+
+    if os.environ.get("QUICKDRAFT_CHECK_CACHE", "on").lower() in ("off", "0", "no", "false"):
+        return None
+    return home() / "checks" / f"{key}.json"
+
+
+def checked(runner, path: Path | str, check: Callable[[object], float]) -> tuple[float, bool]:
+    """check(runner), or its answer from an earlier load of exactly this configuration; (answer, whether it was
+    kept from before)."""
+    import json
+    import time
+
+    file = _verdict_file(verdict_key(runner, path))
+    if file is not None and file.is_file():
+        try:
+            return float(json.loads(file.read_text())["worst"]), True
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # unreadable: check again
+    worst = check(runner)
+    if file is not None:
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = file.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"worst": worst, "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+            tmp.replace(file)
+        except OSError:
+            pass  # a cache that cannot be written: check at every load, as without it
+    return worst, False
