@@ -18,11 +18,18 @@ sizing.py, pass costs kept across requests as a Generator keeps them) on a scrip
 plain decoding's output, with a virtual clock (runners/scripted.py TimedScriptedRunner). A pass of n tokens
 costs cost(n) single-token passes (linear between the sizes given). Printed per workload: modelled
 decode speedup over plain decoding, median over turns [and over all tokens]. Prefill is left out.
+
+--oracle FILE: for every first turn with a prediction, the fewest passes and the least modelled time any drafter
+of the prediction could need (bench/oracle.py), beside the prediction configurations' sized replays (as a
+Generator runs them) and the bench's own passes; the gap split by where each pass stopped; rows to FILE (JSON).
+
+    .venv/bin/python scripts/draft_replay.py bench-out/qwen05 --costs ... --oracle oracle.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from bisect import bisect_left
@@ -81,15 +88,18 @@ def cost_of(costs: dict[int, float]) -> Callable[[int], float]:
     return cost
 
 
-def replay(drafter, prompt: list[int], output: list[int], cost, costs: PassCosts | None) -> float:
+def replay(drafter, prompt: list[int], output: list[int], cost, costs: PassCosts | None,
+           steps: list[tuple[int, int]] | None = None) -> float:
     """Decode cost of `output` in single-token passes, drafted by `drafter`, through the engine itself (a
     scripted target that writes `output`, on a virtual clock where a pass of n tokens takes cost(n));
-    costs: size drafts with a DraftSizer over these (shared) pass costs, as a Generator does; None: no cap."""
+    costs: size drafts with a DraftSizer over these (shared) pass costs, as a Generator does; None: no cap.
+    steps: if given, gets (drafted, accepted) of every pass (bench/oracle.py classifies them)."""
     vocab = max([*prompt, *output]) + 2  # room for an EOS that no token of the text uses
     runner = TimedScriptedRunner(output, vocab, vocab - 1, cost)
     sizer = DraftSizer(costs=costs) if costs is not None else None
-    for _ in generate(runner, prompt, Limits(len(output)), drafter, sizer=sizer, clock=runner.clock):
-        pass
+    for step in generate(runner, prompt, Limits(len(output)), drafter, sizer=sizer, clock=runner.clock):
+        if steps is not None:
+            steps.append((len(step.verdict.draft), step.verdict.accepted))
     return runner.now
 
 
@@ -121,26 +131,93 @@ def plain_turns(out: Path, tok, chosen: set[str] | None = None, limit: int | Non
             messages = messages + [{"role": "assistant", "content": tok.decode(output)}]
 
 
+def oracle_rows(out: Path, tok, names: list[str], cost, max_draft: int, chosen: set[str] | None,
+                limit: int | None) -> list[dict]:
+    """Per first turn with a prediction: plain decoding's tokens, the oracle's passes and time (fewest passes; least
+    time at these costs), drafts of at most max_draft tokens (the largest pass the curve measured, less one), and
+    for each prediction configuration, replayed sized as a Generator runs it, its passes, time and gap by cause
+    (bench/oracle.py: passes against the fewest, time against the fastest). Time in one-token passes."""
+    from quickdraft.bench import harness, oracle
+
+    bench = {(r["workload"], r["task"], r["method"]): r for r in harness.read_runs(out) if not r.get("error")}
+    shared = {name: PassCosts() for name in names}
+    rows = []
+    for r, task, turn, prompt, output in plain_turns(out, tok, chosen, limit):
+        if turn or task.prediction is None or not output:
+            continue
+        pred = tok.encode(task.prediction, add_special_tokens=False)
+        runs, src = oracle.longest_runs(output, pred), oracle.diff_sources(output, pred)
+        fastest, fewest = oracle.oracle(runs, cost, max_draft), oracle.passes_only(runs, max_draft)
+        row = {"workload": r["workload"], "task": r["task"], "tokens": len(output), "prediction_tokens": len(pred),
+               "insertions": runs.count(0), "oracle_passes": fewest.passes, "oracle_time": round(fastest.cost, 2),
+               "oracle_time_passes": fastest.passes, "configs": {}}
+        capped = oracle.oracle(runs, cost, min(max_draft, PredictionConfig().max_draft))  # at today's longest draft
+        row["oracle_at_max_draft"] = {"max_draft": PredictionConfig().max_draft, "passes": capped.passes,
+                                      "time": round(capped.cost, 2)}
+        for name in names:
+            steps: list[tuple[int, int]] = []
+            t = replay(CONFIGS[name][1](pred), prompt, output, cost, shared[name], steps)
+            assert sum(a + 1 for _, a in steps) == len(output)
+            by_pass, by_time = oracle.gap(steps, fewest, runs, src, cost), oracle.gap(steps, fastest, runs, src, cost)
+            row["configs"][name] = {"passes": len(steps), "time": round(t, 2),
+                                    "pass_gap": by_pass.passes_by_cause,
+                                    "time_gap": {c: round(v, 2) for c, v in by_time.time_by_cause.items()}}
+        if (b := bench.get((r["workload"], r["task"], "prediction"))) is not None:
+            row["bench_prediction_passes"] = b["target_passes"]
+        rows.append(row)
+    return rows
+
+
+def print_oracle(rows: list[dict], names: list[str]) -> None:
+    from quickdraft.bench.oracle import CAUSES
+
+    causes = [c for c in CAUSES if c != "insertion"]  # every method pays the same insertions
+    for name in names:
+        print(f"\n{name} (sized) against the oracle; time in one-token passes; pass gap by cause: " + ", ".join(causes))
+        print("| workload | task | tokens | insertions | passes: bench / today / fewest / fastest's / at max_draft "
+              "| time: today / fastest / at max_draft | " + " | ".join(causes) + " |")
+        print("|---|---|---|---|---|---|" + "---|" * len(causes))
+        for row in rows:
+            c, m = row["configs"][name], row["oracle_at_max_draft"]
+            print(f"| {row['workload']} | {row['task']} | {row['tokens']} | {row['insertions']} | "
+                  f"{row.get('bench_prediction_passes', '–')} / {c['passes']} / {row['oracle_passes']} / "
+                  f"{row['oracle_time_passes']} / {m['passes']} | {c['time']:.1f} / {row['oracle_time']:.1f} / "
+                  f"{m['time']:.1f} | " + " | ".join(str(c["pass_gap"][k]) for k in causes) + " |")
+        for w in sorted({row["workload"] for row in rows}):
+            rs = [row for row in rows if row["workload"] == w]
+            cs = [row["configs"][name] for row in rs]
+
+            def total(key: str, among: list[dict] = rs) -> str:
+                return f"{sum(x[key] for x in among):.4g}"
+
+            ms = [row["oracle_at_max_draft"] for row in rs]
+            bench = sum(row.get("bench_prediction_passes", 0) for row in rs)
+            print(f"| {w} | all | {total('tokens')} | {total('insertions')} | {bench} / {total('passes', cs)} / "
+                  f"{total('oracle_passes')} / {total('oracle_time_passes')} / {total('passes', ms)} | "
+                  f"{total('time', cs)} / {total('oracle_time')} / {total('time', ms)} | "
+                  + " | ".join(str(sum(c["pass_gap"][k] for c in cs)) for k in causes) + " |")
+
+
 def measure_costs(model: str, sizes: list[int], cached: int = 500, repeats: int = 5) -> dict[int, float]:
-    """Median seconds of a target pass of n tokens after `cached` tokens, relative to n = 1."""
+    """Median seconds of a target pass of n tokens after `cached` tokens, relative to n = 1. Every size once a
+    round, so that load from other processes, coming and going, touches every size alike."""
     import torch
 
     from quickdraft import load
 
     runner = load(model).runner
     ids = [(i * 7919) % 30000 + 100 for i in range(cached + max(sizes))]
-    ms = {}
+    ts: dict[int, list[float]] = defaultdict(list)
     with torch.inference_mode():
         runner.reset()
         runner.prefill(ids[:cached])
-        for n in sizes:
-            ts = []
-            for _ in range(repeats + 1):
+        for _ in range(repeats + 1):  # the first round warms up
+            for n in sizes:
                 t0 = time.perf_counter()
                 runner.forward(ids[cached : cached + n])
-                ts.append(time.perf_counter() - t0)
+                ts[n].append(time.perf_counter() - t0)
                 runner.rollback(cached)
-            ms[n] = statistics.median(ts[1:]) * 1000
+    ms = {n: statistics.median(ts[n][1:]) * 1000 for n in sizes}
     print(f"ms per pass of n tokens after {cached} cached:", {n: round(v, 1) for n, v in ms.items()})
     return {n: ms[n] / ms[1] for n in sizes}
 
@@ -150,7 +227,11 @@ def main() -> None:
     p.add_argument("out", help="a `quickdraft bench run` folder with plain runs")
     p.add_argument("--costs", help="n:cost,... relative to one token")
     p.add_argument("--measure-costs", action="store_true", help="measure them on the folder's model instead")
+    p.add_argument("--cached", type=int, default=500, help="--measure-costs after this many cached tokens")
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated, from: " + ", ".join(CONFIGS))
+    p.add_argument("--workloads", help="comma-separated: only these workloads' runs")
+    p.add_argument("--limit", type=int, help="only the first LIMIT tasks of each workload")
+    p.add_argument("--oracle", metavar="FILE", help="the oracle and the gap to it (bench/oracle.py), rows to FILE")
     args = p.parse_args()
     from transformers import AutoTokenizer
 
@@ -162,16 +243,23 @@ def main() -> None:
     meta = harness.read_meta(out)
     model = meta["config"]["model"]
     if args.measure_costs:
-        costs = measure_costs(model, [1, 2, 3, 4, 5, 6, 8, 11, 16, 25, 33, 65])
+        costs = measure_costs(model, [1, 2, 3, 4, 5, 6, 8, 11, 16, 25, 33, 65, 129], args.cached)
     else:
         costs = {int(k): float(v) for k, v in (kv.split(":") for kv in args.costs.split(","))}
     print("cost (single-token passes):", {n: round(c, 2) for n, c in costs.items()})
     cost = cost_of(costs)
     tok = HFTokenizer(AutoTokenizer.from_pretrained(models.resolve(model, progress=False)))
     names = args.configs.split(",")
+    chosen = set(args.workloads.split(",")) if args.workloads else None
+    if args.oracle:
+        names = [n for n in names if CONFIGS[n][0]]  # the prediction's drafters
+        rows = oracle_rows(out, tok, names, cost, max(costs) - 1, chosen, args.limit)
+        Path(args.oracle).write_text(json.dumps({"costs": costs, "rows": rows}, indent=1) + "\n", encoding="utf-8")
+        print_oracle(rows, names)
+        return
     result: dict[str, dict[str, list[tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))
     shared: dict[str, PassCosts] = {}
-    for r, task, turn, prompt, output in plain_turns(out, tok):
+    for r, task, turn, prompt, output in plain_turns(out, tok, chosen, args.limit):
         pred = tok.encode(task.prediction, add_special_tokens=False) if task.prediction is not None and not turn else None
         for name in names:
             needs_prediction, factory = CONFIGS[name]
