@@ -26,6 +26,7 @@ from .options import DecodeOptions
 from .runners.base import Runner
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, sizing_for
+from .spans import PredictionSpans, SpanTracker, settled_length, span_tracker
 from .stopping import StopStrings
 from .text import REPLACEMENT, IncrementalText, Origins
 from .tokenizer import Tokenizer
@@ -49,6 +50,9 @@ class Chunk:
     finish_reason: str | None = None
     drafted: int = 0  # draft tokens the target checked in this step (accepted: sum(from_draft))
     segments: tuple[tuple[str, bool], ...] = ()
+    # the prediction's spans that became final with this chunk (spans.py): each kept or inserted range ends within
+    # the text released so far (a kept range may continue in the next chunk's); None: none did, or no prediction
+    prediction_spans: PredictionSpans | None = None
 
 
 @dataclass
@@ -60,6 +64,8 @@ class Result:
     stats: Stats
     prompt_token_ids: list[int] = field(default_factory=list)
     segments: list[tuple[str, bool]] = field(default_factory=list)  # (text, from_draft) runs
+    # which characters of the prediction the text kept, inserted and dropped (spans.py); None without a prediction
+    prediction_spans: PredictionSpans | None = None
 
 
 def text_parts(value: Any, what: str) -> str:
@@ -184,7 +190,8 @@ class Generator:
         d = self.make_drafter(o, prediction)
         sizer = DraftSizer(costs=self.pass_costs) if sizing_for(self.runner, o.draft_sizing, d) else None
         stop_strings = StopStrings(o.stop, self.tokenizer.decode, self.tokenizer.decodes_locally)
-        return Stream(self, ids, limits, d, stop_strings, o.sampling, o.rule, sizer, o.prefix_reuse)
+        spans = None if prediction is None else span_tracker(d, text_parts(prediction, "prediction"), self.tokenizer)
+        return Stream(self, ids, limits, d, stop_strings, o.sampling, o.rule, sizer, o.prefix_reuse, spans)
 
     def generate(self, prompt: Prompt, options: DecodeOptions | None = None, *, prediction: Any = None,
                  **changes: Any) -> Result:
@@ -217,8 +224,9 @@ class Stream:
 
     def __init__(self, gen: Generator, prompt_ids: list[int], limits: Limits, drafter: Drafter, stops: StopStrings,
                  sampling: SamplingParams, acceptance: Acceptance = Acceptance(), sizer: DraftSizer | None = None,
-                 prefix_reuse: bool = True):
+                 prefix_reuse: bool = True, spans: SpanTracker | None = None):
         self.gen, self.prompt_ids, self.limits, self.drafter, self.stops = gen, prompt_ids, limits, drafter, stops
+        self.spans = spans  # the prediction's spans in the answer (spans.py), or None
         self.sampling, self.acceptance, self.sizer, self.prefix_reuse = sampling, acceptance, sizer, prefix_reuse
         self.stats = Stats(row_invariant=gen.runner.row_invariant)
         self.result: Result | None = None
@@ -247,12 +255,20 @@ class Stream:
         steps = engine_generate(self.gen.runner, self.prompt_ids, self.limits, self.drafter, self.stops, self.stats,
                                 self.sampling, self.acceptance, self.sizer, self.gen.pass_costs)
         step = None
+        spans = self.spans
         for step in steps:
             accepted = sum(step.from_draft)  # the step's tokens: the accepted draft, then the target's
-            for tokens, from_draft in ((step.tokens[:accepted], True), (step.tokens[accepted:], False)):
-                if tokens:
-                    text.extend(tokens)
-                    origins.add(len(text), from_draft)
+            follows = accepted if spans is None else spans.follows(step.tokens)  # those on the prediction first
+            at, at_follows = 0, 0 if spans is None else settled_length(text)
+            for end in sorted({accepted, follows, len(step.tokens)}):  # runs of one origin, and of one alignment
+                if end > at:
+                    text.extend(step.tokens[at:end])
+                    origins.add(len(text), end <= accepted)
+                    if spans is not None and end == follows:
+                        at_follows = settled_length(text)
+                    at = end
+            if spans is not None:
+                spans.step(step.tokens, len(step.verdict.tokens), follows, at_follows, settled_length(text), text)
             flags.extend(step.from_draft)
             if step.finish_reason:
                 finish = step.finish_reason
@@ -262,10 +278,13 @@ class Stream:
             while piece.endswith(REPLACEMENT):  # an incomplete character: wait for its other bytes
                 piece = piece[:-1]
             yield Chunk(piece, step.tokens, step.from_draft, None, len(step.verdict.draft),
-                        origins.split(released, piece))
+                        origins.split(released, piece), spans and spans.take(released + len(piece)))
             released += len(piece)
         final = self.stops.cut(decode(out))  # the whole text decoded once: the result is decode's own
-        self.result = Result(final, out, flags, finish, self.stats, self.prompt_ids, list(origins.split(0, final)))
+        if spans is not None:
+            spans.finish(final, text)
+        self.result = Result(final, out, flags, finish, self.stats, self.prompt_ids, list(origins.split(0, final)),
+                             spans and spans.result())
         if step is not None and step.finish_reason:
             yield Chunk(final[released:], step.tokens, step.from_draft, finish, len(step.verdict.draft),
-                        origins.split(released, final[released:]))
+                        origins.split(released, final[released:]), spans and spans.take(len(final)))
