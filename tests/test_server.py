@@ -32,6 +32,7 @@ from quickdraft.drafters.ouroboros import OuroborosConfig
 from quickdraft.runners import ScriptedRunner
 from quickdraft.server import ServerLimits, create_app
 from quickdraft.server.http import config as http_config
+from quickdraft.spans import PredictionSpans
 from quickdraft.tokenizer import ByteTokenizer
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -280,6 +281,31 @@ def test_segments_say_which_text_the_draft_gave(scripted_url):
     assert r["quickdraft"]["segments"] == [["hello ", True], [SCRIPT[6:], False]]
     plain = httpx.post(scripted_url + "/v1/completions", json={**body, "quickdraft": {"policy": "openai"}}).text
     assert '"segments"' not in plain  # only when asked
+
+
+def test_prediction_spans_in_the_answer(scripted_url):
+    """quickdraft.prediction_spans: in the response's "quickdraft" object, and streamed in the chunks' as they become
+    final (the pieces add up to the response's); absent without a prediction. Prediction "hello WORLD, hello again"
+    for "hello world, hello again": "WORLD" dropped, "world" inserted, the rest kept (spans.py)."""
+    body = {"model": "scripted", "prompt": "hi", "max_tokens": 60, "temperature": 0,
+            "prediction": {"type": "content", "content": "hello WORLD, hello again"}}
+    expected = {"kept": [[0, 6, 0, 6], [11, 24, 11, 24]], "inserted": [[6, 11]], "dropped": [[6, 11]]}
+    r = httpx.post(scripted_url + "/v1/completions", json=body).json()
+    assert r["choices"][0]["text"] == SCRIPT and r["quickdraft"]["prediction_spans"] == expected
+    with httpx.stream("POST", scripted_url + "/v1/completions", json={**body, "stream": True}) as s:
+        chunks = [json.loads(line[6:]) for line in s.iter_lines() if line and line != "data: [DONE]"]
+    pieces = [c["quickdraft"]["prediction_spans"] for c in chunks if "quickdraft" in c]
+    joined = PredictionSpans()
+    for piece in pieces:  # kept pieces of one range come in the chunks that release its text
+        for k in piece["kept"]:
+            joined.add_kept(*k)
+        joined.inserted += map(tuple, piece["inserted"])
+        joined.dropped += map(tuple, piece["dropped"])
+    assert len(pieces) > 1 and joined.as_dict() == expected
+    plain = httpx.post(scripted_url + "/v1/completions", json={**body, "prediction": None}).json()
+    assert "prediction_spans" not in plain["quickdraft"]
+    with httpx.stream("POST", scripted_url + "/v1/completions", json={**body, "prediction": None, "stream": True}) as s:
+        assert "prediction_spans" not in s.read().decode()
 
 
 def test_models_health_metrics(tiny_url):

@@ -358,7 +358,8 @@ def _playground_page() -> tuple[str, str]:
 async def _sse(run: Run, ids: ResponseIds, first: tuple[str, Any], include_usage: bool,
                segments: bool = False) -> AsyncIterator[bytes]:
     """Server-sent events: the chunks, a closing chunk with finish_reason, usage if asked, [DONE].
-    segments: every step's chunk, with its "quickdraft" object, even where it released no text."""
+    segments: every step's chunk, with its "quickdraft" object, even where it released no text. A chunk that released
+    no text is sent too where prediction spans became final with it."""
 
     def event(obj: dict[str, Any]) -> bytes:
         return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
@@ -370,10 +371,9 @@ async def _sse(run: Run, ids: ResponseIds, first: tuple[str, Any], include_usage
         while True:
             if kind == "disconnected":
                 return
-            if kind == "chunk" and segments:
-                yield event(ids.chunk(value.text, with_usage_field=include_usage, step=value))
-            elif kind == "chunk" and value.text:
-                yield event(ids.chunk(value.text, with_usage_field=include_usage))
+            if kind == "chunk" and (segments or value.text or value.prediction_spans):
+                yield event(ids.chunk(value.text, with_usage_field=include_usage, step=value if segments else None,
+                                      spans=value.prediction_spans))
             elif kind == "done":
                 yield event(ids.chunk(None, value.finish_reason, with_usage_field=include_usage))
                 if include_usage:

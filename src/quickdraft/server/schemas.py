@@ -37,6 +37,7 @@ from ..openai_rules import PREDICTION_REFUSES, n_refused, refused_with_predictio
 from ..options import DecodeOptions
 from ..sampling import SamplingParams
 from ..sizing import Sizing
+from ..spans import PredictionSpans
 
 STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
@@ -371,12 +372,16 @@ class ResponseIds:
         extension = result.stats.as_dict()
         if segments:
             extension["segments"] = [[text, from_draft] for text, from_draft in result.segments]
+        if result.prediction_spans is not None:  # docs/predicted-outputs.md#the-predictions-spans-in-the-answer
+            extension["prediction_spans"] = result.prediction_spans.as_dict()
         return {**body, "choices": [choice], "usage": usage(result.stats), "quickdraft": extension}
 
     def chunk(self, text: str | None, finish_reason: str | None = None, *, role: bool = False,
-              with_usage_field: bool = False, step: Chunk | None = None) -> dict[str, Any]:
+              with_usage_field: bool = False, step: Chunk | None = None,
+              spans: PredictionSpans | None = None) -> dict[str, Any]:
         """One streamed chunk; text None gives an empty delta (the closing chunk). step: the engine step it
-        carries, described in a "quickdraft" object (QuickdraftOptions.segments)."""
+        carries, described in a "quickdraft" object (QuickdraftOptions.segments). spans: the prediction's spans that
+        became final with it, in the "quickdraft" object too."""
         if self.chat:
             delta: dict[str, Any] = {"role": "assistant"} if role else {}
             if text is not None:
@@ -390,6 +395,8 @@ class ResponseIds:
         if step is not None:
             body["quickdraft"] = {"segments": [[t, f] for t, f in step.segments], "tokens": len(step.token_ids),
                                   "drafted": step.drafted, "accepted": sum(step.from_draft)}
+        if spans is not None:
+            body.setdefault("quickdraft", {})["prediction_spans"] = spans.as_dict()
         return body
 
     def usage_chunk(self, stats: Stats) -> dict[str, Any]:
