@@ -498,7 +498,7 @@ def other_tokenizer_folder(tiny_folder, tmp_path_factory):
 def test_load_refuses_a_draft_model_with_another_vocabulary(tiny_folder, other_tokenizer_folder):
     with pytest.raises(UnsupportedModelError, match="only in .*<extra>"):
         quickdraft.load(str(tiny_folder), draft_model=str(other_tokenizer_folder))
-    with pytest.raises(QuickdraftError, match="draft_precision must be one of int8, fp32"):
+    with pytest.raises(QuickdraftError, match="draft_precision must be one of int8, bf16, fp32"):
         quickdraft.load(str(tiny_folder), draft_model=str(tiny_folder), draft_precision="fp16")
 
 

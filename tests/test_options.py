@@ -12,7 +12,7 @@ from quickdraft.options import LoadOptions
 @pytest.mark.parametrize("options, message", [
     (dict(runner="vllm"), "runner must be one of transformers, llama.cpp; got 'vllm'"),
     (dict(draft_model="d", draft_runner="onnx"), "draft_runner must be one of"),
-    (dict(draft_precision="int4", draft_model="d"), "draft_precision must be one of int8, fp32"),
+    (dict(draft_precision="int4", draft_model="d"), "draft_precision must be one of int8, bf16, fp32"),
     (dict(draft_precision="fp32"), "draft_precision applies to a draft model"),
     (dict(draft_precision="fp32", draft_model="d", draft_runner="llama.cpp"), "draft_precision applies"),
     (dict(kernels="mkl"), "kernels must be one of auto, onednn, torch; got 'mkl'"),

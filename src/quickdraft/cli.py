@@ -16,7 +16,7 @@ from .drafters.prediction import POLICIES
 from .drafters.ouroboros import ouroboros_config
 from .errors import QuickdraftError
 from .prompts import edit_request
-from .options import DRAFT_PRECISIONS, DTYPES, KERNELS
+from .options import DEVICES, DRAFT_PRECISIONS, DTYPES, KERNELS
 from .sampling import SamplingParams
 from .sizing import SIZING
 
@@ -58,7 +58,7 @@ def _load_options(args: argparse.Namespace):
 
     return LoadOptions(runner=args.runner, draft_model=args.draft_model, draft_runner=args.draft_runner,
                        draft_precision=args.draft_precision, max_context=getattr(args, "max_context", None),
-                       threads=args.threads, kernels=args.kernels, dtype=args.dtype)
+                       threads=args.threads, kernels=args.kernels, dtype=args.dtype, device=args.device)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -237,7 +237,8 @@ def _serve_vllm(args: argparse.Namespace) -> int:
     engine_only = [flag for flag, value, default in (
         ("--runner", args.runner, "transformers"), ("--draft-model", args.draft_model, None),
         ("--draft-runner", args.draft_runner, None), ("--draft-precision", args.draft_precision, None),
-        ("--threads", args.threads, None), ("--kernels", args.kernels, "auto"), ("--max-queue", args.max_queue, 64),
+        ("--threads", args.threads, None), ("--kernels", args.kernels, "auto"), ("--device", args.device, "auto"),
+        ("--max-queue", args.max_queue, 64),
         ("--request-timeout", args.request_timeout, 600.0), ("--header-timeout", args.header_timeout, 10.0),
         ("--body-timeout", args.body_timeout, 30.0), ("--keep-alive-timeout", args.keep_alive_timeout, 5.0),
         ("--max-connections", args.max_connections, 256), ("--allowed-hosts", args.allowed_hosts, None),
@@ -409,12 +410,15 @@ def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
                    "for speculative decoding; used by drafter draft-model, and by auto when there is no prediction")
     p.add_argument("--draft-runner", choices=RUNNERS, default=None, help="the draft model's runner (default: --runner)")
     p.add_argument("--draft-precision", choices=DRAFT_PRECISIONS, default=None,
-                   help="precision of a transformers draft model (default int8: ~4x cheaper on a CPU; never changes "
-                   "the output)")
+                   help="precision of a transformers draft model (default: int8 on a CPU, several times cheaper there; "
+                   "bf16 on a GPU; never changes the output)")
     p.add_argument("--dtype", choices=DTYPES, default="auto",
                    help="the transformers target's precision: fp32, bf16 (faster on CPUs with AVX512_BF16 or AMX; exact "
                    "by construction, checked at load: docs/runtime.md), auto (bf16 where the CPU has native bf16 "
                    "and the check passes, else fp32)")
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="where a transformers model runs: cuda (torch's GPU; refused where torch sees none), cpu, or "
+                   "auto (cuda where torch sees a GPU; the default). docs/gpu.md")
     p.add_argument("--kernels", choices=KERNELS, default="auto",
                    help="a transformers model's Linear layers, float32 or bf16: onednn (weights packed once; on the "
                    "project's CPU 1.2x (fp32) to 1.4x (bf16) faster plain decoding, 1.2-1.8x faster verification "

@@ -18,7 +18,8 @@ from .tokenizer import Tokenizer
 
 def load(model: str | None = None, *, runner: str = "transformers", draft_model: str | None = None,
          draft_runner: str | None = None, draft_precision: str | None = None, max_context: int | None = None,
-         threads: int | None = None, kernels: str = "auto", dtype: str = "auto", progress: bool = True) -> Generator:
+         threads: int | None = None, kernels: str = "auto", dtype: str = "auto", device: str = "auto",
+         progress: bool = True) -> Generator:
     """Load a packaged alias, a transformers folder or a .gguf file (default: models.DEFAULT_MODEL).
 
     The options are those of quickdraft.options.LoadOptions, checked there before anything loads:
@@ -39,10 +40,12 @@ def load(model: str | None = None, *, runner: str = "transformers", draft_model:
     numbers may differ from torch's by rounding, the same for every method, so outputs stay identical to plain
     decoding on the same kernels.
     dtype: the transformers target's precision, "fp32", "bf16" or "auto" (bf16 where the CPU has native bf16
-    and the model's bf16 passes are row-invariant, checked at load; else fp32: options.py).
+    and the model's bf16 passes are row-invariant, checked at load; else fp32: options.py; bf16 on a GPU).
+    device: "cpu", "cuda" (refused before anything loads where torch sees no GPU) or "auto" (cuda where torch
+    sees one): where transformers models, their caches and passes live (docs/gpu.md).
     """
     return load_with(model, LoadOptions(runner, draft_model, draft_runner, draft_precision, max_context, threads,
-                                        kernels, dtype), progress=progress)
+                                        kernels, dtype, device), progress=progress)
 
 
 def load_with(model: str | None, options: LoadOptions, progress: bool = True) -> Generator:
@@ -57,7 +60,7 @@ def load_with(model: str | None, options: LoadOptions, progress: bool = True) ->
     if draft is not None:
         check_vocabularies(target.vocab(), draft.vocab(), name, o.draft_model)
     return Generator(_target_runner(target, o), target.tokenizer(), name=name,
-                     draft_runner=None if draft is None else draft.runner(draft_precision=o.draft_precision or "int8"),
+                     draft_runner=None if draft is None else draft.runner(draft_precision=o.draft_dtype()),
                      draft_name=o.draft_model)
 
 
@@ -81,6 +84,7 @@ class _Opened:
         from . import models
 
         self.kind, self.max_context, self.kernels, self.progress = kind, options.max_context, options.kernels, progress
+        self.device = options.resolved_device()
         if kind == "llama.cpp":
             from .runners.llamacpp import LlamaCppConfig, LlamaCppModel
 
@@ -130,10 +134,9 @@ class _Opened:
 
         if draft_precision is None:  # the target: exact by construction (runners/invariance.py)
             return exact_runner(self.path, {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype], self.max_context,
-                                self.kernels, progress=self.progress)
-        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
-        if draft_precision != "fp32":
-            model = quantize_for_drafting(model, draft_precision)  # int8 Linear layers: their own kernels
-        else:
+                                self.kernels, progress=self.progress, device=self.device)
+        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32).to(self.device)
+        model = quantize_for_drafting(model, draft_precision)
+        if draft_precision != "int8":  # int8 Linear layers run their own kernels
             use_kernels(model, self.kernels)
         return lean_checked(HFRunner(model, self.max_context))  # its passes through lean.py where that gives its bits

@@ -15,6 +15,13 @@ dtype (the transformers target's weights and activations):
             (the load says so on stderr).
 In either dtype, kernels "auto" packs the Linear layers' weights once for oneDNN where it runs that dtype
 (runners.kernels.use_kernels); "torch" leaves torch's own Linear.
+
+device (where a transformers model, its cache and every pass live):
+    "cpu"   the CPU
+    "cuda"  torch's current CUDA GPU: the target in bf16 ("auto"), Linear layers on torch's kernels, every pass
+            in fixed-size row blocks (runners/invariance.py), a draft model in bf16; refused here, before anything
+            loads, where torch sees no GPU (docs/gpu.md)
+    "auto"  cuda where torch sees a GPU (unless another option is a CPU path: llama.cpp, onednn, int8), else the CPU
 """
 
 from __future__ import annotations
@@ -37,8 +44,16 @@ if TYPE_CHECKING:  # imported where used at run time: making an options object l
 
 RUNNERS = ("transformers", "llama.cpp")
 KERNELS = ("auto", "onednn", "torch")
-DRAFT_PRECISIONS = ("int8", "fp32")
+DRAFT_PRECISIONS = ("int8", "bf16", "fp32")
 DTYPES = ("auto", "bf16", "fp32")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU (a function, so that tests can say it does not)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,7 @@ class LoadOptions:
     threads: int | None = None  # llama.cpp threads (None: every core this process may use)
     kernels: str = "auto"  # a transformers model's Linear layers (runners.kernels.use_kernels)
     dtype: str = "auto"  # the transformers target's precision (module docstring)
+    device: str = "auto"  # where transformers models run (module docstring)
 
     def __post_init__(self) -> None:
         draft_runner = self.draft_runner or self.runner
@@ -75,6 +91,35 @@ class LoadOptions:
             raise QuickdraftError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
         if self.dtype != "auto" and self.runner != "transformers":
             raise QuickdraftError("dtype applies to the transformers runner (llama.cpp runs the GGUF's own quantisation)")
+        if self.device not in DEVICES:
+            raise QuickdraftError(f"device must be one of {', '.join(DEVICES)}; got {self.device!r}")
+        if self.device == "cuda":
+            if "llama.cpp" in uses:
+                raise QuickdraftError("device 'cuda' applies to the transformers runner (quickdraft's llama.cpp runner "
+                                      "runs on the CPU)")
+            if self.kernels == "onednn":
+                raise QuickdraftError("kernels 'onednn' packs weights for the CPU; on device 'cuda' use kernels auto or torch")
+            if self.draft_precision == "int8":
+                raise QuickdraftError("draft_precision 'int8' (dynamic int8) is a CPU path; on device 'cuda' a draft model "
+                                      "runs in bf16 (the default there) or fp32")
+            if not cuda_available():
+                import torch
+
+                build = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+                raise QuickdraftError(f"device 'cuda': torch {torch.__version__} ({build}) sees no CUDA GPU on this "
+                                      "machine; use device cpu or auto")
+
+    def resolved_device(self) -> str:
+        """"cpu" or "cuda": device with "auto" resolved: cuda where torch sees a GPU, unless another option asks
+        for a CPU path (the llama.cpp runner, kernels onednn, an int8 draft model)."""
+        if self.device != "auto":
+            return self.device
+        cpu_only = self.runner != "transformers" or self.kernels == "onednn" or self.draft_precision == "int8"
+        return "cpu" if cpu_only or not cuda_available() else "cuda"
+
+    def draft_dtype(self) -> str:
+        """A transformers draft model's precision: draft_precision, else int8 on the CPU and bf16 on a GPU."""
+        return self.draft_precision or ("bf16" if self.resolved_device() == "cuda" else "int8")
 
     def target_dtype(self, cpu: dict | None = None) -> str:
         """The precision the transformers target is tried in first: dtype with "auto" resolved for this CPU
@@ -86,6 +131,8 @@ class LoadOptions:
             return self.dtype
         if self.runner != "transformers":
             return "fp32"
+        if self.resolved_device() == "cuda":
+            return "bf16"
         return "bf16" if has_native_bf16(cpu) else "fp32"
 
 

@@ -38,11 +38,13 @@ def cmd_bench(args: argparse.Namespace, load: Callable[[argparse.Namespace], Any
     command += ["--threads", str(args.threads)] if args.threads else []
     command += ["--kernels", args.kernels] if args.kernels != "auto" else []
     command += ["--dtype", args.dtype] if args.dtype != "auto" else []
+    command += ["--device", args.device] if args.device != "auto" else []
     command += ["--data", args.data] if args.data else []
     # Every option is checked here, before any model loads.
     config = harness.prepare(args.model, args.workloads, args.methods, args.out, data=args.data,
                              draft_model=args.draft_model, draft_precision=args.draft_precision, runner=args.runner,
-                             draft_runner=args.draft_runner, kernels=args.kernels, dtype=args.dtype, limit=args.limit,
+                             draft_runner=args.draft_runner, kernels=args.kernels, dtype=args.dtype, device=args.device,
+                             limit=args.limit,
                              skip=args.skip, max_new_tokens=args.max_new_tokens, repeats=args.repeats, temperature=args.temperature,
                              progress=not args.no_progress, argv=command)
     gen = load(args)

@@ -19,9 +19,9 @@ from .methods import METHODS
 from .records import read_meta
 
 # Options that decide what a row measures: a resumed run must use the same ones.
-RESUME_KEYS = ("model", "runner", "draft_model", "draft_runner", "draft_precision", "kernels", "dtype", "max_new_tokens",
+RESUME_KEYS = ("model", "runner", "draft_model", "draft_runner", "draft_precision", "kernels", "dtype", "device", "max_new_tokens",
                "temperature", "data")
-RESUME_DEFAULTS = {"dtype": "auto", "draft_runner": None}  # options added later: what runs recorded before them ran with
+RESUME_DEFAULTS = {"dtype": "auto", "draft_runner": None, "device": "auto"}  # options added later: what runs recorded before them ran with
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class BenchConfig:
     draft_runner: str | None = None  # the draft model's runner (None: the target's)
     kernels: str = "auto"  # a transformers model's Linear layers (runners.kernels.use_kernels)
     dtype: str = "auto"  # the transformers target's precision (options.LoadOptions)
+    device: str = "auto"  # where transformers models run (options.LoadOptions)
     limit: int = 5
     skip: int = 0  # tasks left out at the start of each workload (held-out tasks: skip 20, limit 20 runs tasks 21-40)
     max_new_tokens: int = 256
@@ -57,12 +58,12 @@ class BenchConfig:
             raise QuickdraftError(f"temperature (of the sampled methods) must be a number > 0; got {self.temperature!r}")
         # the model options, by the rules every front end uses (made again by the CLI's load)
         LoadOptions(runner=self.runner, draft_model=self.draft_model, draft_runner=self.draft_runner,
-                    draft_precision=self.draft_precision, kernels=self.kernels, dtype=self.dtype)
+                    draft_precision=self.draft_precision, kernels=self.kernels, dtype=self.dtype, device=self.device)
 
 
 def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: str | None = None,
             draft_model: str | None = None, draft_precision: str | None = None, runner: str = "transformers", kernels: str = "auto",
-            dtype: str = "auto", draft_runner: str | None = None,
+            dtype: str = "auto", draft_runner: str | None = None, device: str = "auto",
             limit: int = 5, skip: int = 0, max_new_tokens: int = 256, repeats: int = 3, temperature: float = 0.7, progress: bool = True,
             argv: Sequence[str] = ()) -> BenchConfig:
     """Check every option (names, numbers, data files, resume compatibility) without loading a model."""
@@ -70,7 +71,7 @@ def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: 
                          methods=tuple(methods_mod.select(methods)), out=Path(out),
                          data=workloads_mod.data_dir(data), draft_model=draft_model,
                          draft_precision=draft_precision, runner=runner, draft_runner=draft_runner, kernels=kernels,
-                         dtype=dtype, limit=limit,
+                         dtype=dtype, device=device, limit=limit,
                          skip=skip, max_new_tokens=max_new_tokens,
                          repeats=repeats, temperature=temperature, progress=progress, argv=tuple(argv))
     workloads_mod.check_files(config.data, list(config.workloads))
@@ -96,5 +97,5 @@ def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: 
 def resume_view(config: BenchConfig) -> dict[str, Any]:
     return {"model": config.model, "runner": config.runner, "draft_model": config.draft_model,
             "draft_runner": config.draft_runner, "draft_precision": config.draft_precision, "kernels": config.kernels,
-            "dtype": config.dtype, "max_new_tokens": config.max_new_tokens, "temperature": config.temperature,
+            "dtype": config.dtype, "device": config.device, "max_new_tokens": config.max_new_tokens, "temperature": config.temperature,
             "data": str(config.data.resolve())}

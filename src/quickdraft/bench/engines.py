@@ -65,7 +65,7 @@ def run_transformers(session: Any, method: Method, messages, prediction, seed: i
                               prompt_lookup_num_tokens=options.get("prompt_lookup_num_tokens"))
     target, drafts = _ForwardCounter(model), _ForwardCounter(assistant) if assistant is not None else None
     saved = assistant.generation_config.to_dict() if assistant is not None else None
-    x = torch.tensor([ids])
+    x = torch.tensor([ids], device=model.device)
     t0 = time.perf_counter()
     try:
         with torch.inference_mode():
@@ -76,6 +76,8 @@ def run_transformers(session: Any, method: Method, messages, prediction, seed: i
             drafts.remove()
         if assistant is not None:  # transformers adapts num_assistant_tokens in place: undo it per run
             assistant.generation_config = GenerationConfig.from_dict(saved)
+    if x.device.type == "cuda":
+        torch.cuda.synchronize()  # generate() may return before the GPU has finished
     total = time.perf_counter() - t0
     raw = y[0, len(ids):].tolist()
     tokens = list(raw)

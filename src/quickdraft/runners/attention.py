@@ -139,7 +139,7 @@ def rows_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
         visible = attention_mask[0, 0, :, :L] == 0  # [n, L]
         counts = visible.sum(-1)  # [n]
         seen = counts.tolist()
-        prefix = (visible == (torch.arange(L) < counts[:, None])).all(-1).tolist()  # [n]: a prefix of the keys?
+        prefix = (visible == (torch.arange(L, device=visible.device) < counts[:, None])).all(-1).tolist()  # [n]: a prefix of the keys?
     # bf16: oneDNN copies a strided slice of the keys before each product; slicing one transposed copy made per
     # pass instead halves the cost of a row's product and gives the same bits as a one-token pass's transposed
     # keys (oneDNN repacks either). float32 (MKL) reads the slices as they are, and needs the same layout as a
@@ -211,13 +211,15 @@ def _key_spans(attention_mask: torch.Tensor | None, n: int, L: int) -> tuple[lis
     return seen.tolist(), clear_until.tolist()
 
 
-def prefill_here(dtype: torch.dtype) -> str:
+def prefill_here(dtype: torch.dtype, device: torch.device | str = "cpu") -> str:
     """The attention a runner on its own attention (NAME or ROWS) prefills with on this CPU, registered: PREFILL in
     bf16 where the CPU has AVX512_BF16 without AMX (faster than SDPA there), else SDPA: in float32, where SDPA is as
     fast; with AMX, whose SDPA kernel computes on AMX tiles and was not compared with it; on CPUs without bf16
     instructions (measured: docs/runtime.md#prefill-attention)."""
     from ..cpu import has_amx_bf16, has_native_bf16
 
+    if torch.device(device).type != "cpu":  # a GPU: its SDPA kernels (prefill's rows decide no token)
+        return "sdpa"
     if dtype == torch.bfloat16 and has_native_bf16() and not has_amx_bf16():  # native bf16 without AMX: AVX512_BF16
         return register(PREFILL)
     return "sdpa"

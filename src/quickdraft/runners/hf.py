@@ -55,6 +55,7 @@ class HFRunner:
         packed = [isinstance(m, PackedLinear) for m in model.modules() if isinstance(m, (PackedLinear, torch.nn.Linear))]
         self.kernels: str = "onednn" if packed and all(packed) else "onednn+torch" if any(packed) else "torch"
         self.dtype: str = {torch.bfloat16: "bf16", torch.float32: "fp32"}.get(model.dtype, str(model.dtype))
+        self.device: torch.device = model.device  # the model's, its cache's and every pass's (docs/gpu.md)
         # whether the load found passes row-invariant on this model (exact_runner); None: not checked (a draft model)
         self.row_invariant: bool | None = None
         self.row_invariance_kept: bool = False  # that answer taken from an earlier load of the same configuration
@@ -81,7 +82,7 @@ class HFRunner:
             if missing:
                 raise UnsupportedModelError(f"{type(model).__name__}'s attention has {' and '.join(missing)}, which "
                                             "quickdraft's exact runner does not compute")
-            self.prefill_attention = attention.prefill_here(model.dtype)
+            self.prefill_attention = attention.prefill_here(model.dtype, model.device)
         # rows per product where every pass runs in fixed-size blocks (bf16 with AMX): the engine fits drafts to them
         self.row_block: int | None = max((m.rows for m in model.modules() if isinstance(m, FixedRows)), default=None)
         # Trees need every layer's keys in one tensor per layer to pick a path from (sliding-window
@@ -144,7 +145,7 @@ class HFRunner:
         try:
             with one_product(self.model):  # for the same reason, one product per layer and pass, not fixed-size blocks
                 for begin in range(start, len(tokens), self.prefill_chunk):
-                    chunk = torch.tensor([tokens[begin : begin + self.prefill_chunk]], dtype=torch.long)
+                    chunk = torch.tensor([tokens[begin : begin + self.prefill_chunk]], device=self.device)
                     self.model(input_ids=chunk, **{self._cache_kw: self.cache}, use_cache=True, logits_to_keep=1,
                                **causal)
         finally:
@@ -156,15 +157,17 @@ class HFRunner:
 
     def _pass(self, ids: torch.Tensor, mask: torch.Tensor | None = None,
               positions: torch.Tensor | None = None) -> torch.Tensor:
-        """ids [1, n] through the model, appended to the cache -> logits [n, vocab_size] (float32)."""
+        """ids [1, n] through the model, appended to the cache -> logits [n, vocab_size] (float32, on the CPU: the
+        engine's acceptance rules and sampling run there, with the same generator on every device)."""
         if self.lean is not None and self.lean.usable():
-            return self.lean(ids, self.cache, mask, positions)[0].float()
+            return self.lean(ids, self.cache, mask, positions)[0].cpu().float()
         extra = {} if mask is None else {"attention_mask": mask, "position_ids": positions}
-        return self.model(input_ids=ids, **{self._cache_kw: self.cache}, use_cache=True, **extra).logits[0].float()
+        logits = self.model(input_ids=ids, **{self._cache_kw: self.cache}, use_cache=True, **extra).logits
+        return logits[0].cpu().float()  # moved in the model's dtype: half the bytes in bf16, the same numbers
 
     @torch.inference_mode()
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
-        return self._pass(torch.tensor([list(tokens)], dtype=torch.long))  # [n, vocab_size]
+        return self._pass(torch.tensor([list(tokens)], device=self.device))  # [n, vocab_size]
 
     @torch.inference_mode()
     def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
@@ -175,13 +178,14 @@ class HFRunner:
         allowed = torch.cat([torch.ones(n, cached, dtype=torch.bool), trees.ancestor_mask(parents)], dim=1)  # [n, cached + n]
         mask = torch.zeros(1, 1, n, cached + n, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
         positions = torch.tensor([[cached + d for d in trees.depths(parents)]])  # [1, n]
-        return self._pass(torch.tensor([list(tokens)], dtype=torch.long), mask, positions)  # [n, vocab_size]
+        ids = torch.tensor([list(tokens)], device=self.device)  # [1, n]
+        return self._pass(ids, mask.to(self.device), positions.to(self.device))  # [n, vocab_size]
 
     def keep(self, start: int, rows: Sequence[int]) -> None:
         if list(rows) == list(range(len(rows))):  # a prefix of the pass: a plain rollback
             return self.rollback(start + len(rows))
         del self._chunked[start:]
-        index = torch.tensor([start + r for r in rows])  # [len(rows)]
+        index = torch.tensor([start + r for r in rows], device=self.device)  # [len(rows)]
         for layer in self.cache.layers:
             layer.keys = torch.cat([layer.keys[..., :start, :], layer.keys.index_select(-2, index)], dim=-2)
             layer.values = torch.cat([layer.values[..., :start, :], layer.values.index_select(-2, index)], dim=-2)

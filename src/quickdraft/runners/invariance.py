@@ -57,7 +57,7 @@ PROBE_ROWS = (2, 3, 4, 5, 8, 9, 16, 17, 24, 32, 33, 48, 64, 65)
 def rows_invariant(layer: torch.nn.Module, in_features: int, dtype: torch.dtype, seed: int = 0) -> bool:
     """Whether `layer` gives each row the same bits in passes of PROBE_ROWS rows as alone (random inputs)."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(max(PROBE_ROWS), in_features, generator=g).to(dtype)  # [64, in]
+    x = torch.randn(max(PROBE_ROWS), in_features, generator=g).to(layer.weight.device, dtype)  # [65, in]
     with torch.inference_mode():
         alone = torch.cat([layer(x[i : i + 1]) for i in range(x.shape[0])])  # [64, out]
         return all(torch.equal(layer(x[:m]), alone[:m]) for m in PROBE_ROWS)
@@ -120,11 +120,14 @@ def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked
     return replaced
 
 
-def fixed_rows_here(dtype: torch.dtype) -> int | None:
-    """FIXED_ROWS where this CPU's products of `dtype` need fixed-size blocks to be row-invariant (bf16 with AMX),
-    else None (padding where needed is enough: pad_where_needed)."""
+def fixed_rows_here(dtype: torch.dtype, device: torch.device | str = "cpu") -> int | None:
+    """FIXED_ROWS where products of `dtype` on `device` need fixed-size blocks to be row-invariant: on a GPU,
+    whose matrix kernels are chosen by shape, always; on a CPU in bf16 with AMX; else None (padding where needed
+    is enough: pad_where_needed)."""
     from ..cpu import has_amx_bf16
 
+    if torch.device(device).type == "cuda":
+        return FIXED_ROWS
     return FIXED_ROWS if dtype == torch.bfloat16 and has_amx_bf16() else None
 
 
@@ -141,7 +144,7 @@ def make_row_invariant(model: torch.nn.Module, alternative: Make | None = unpack
     (fixed_rows_here), else padded where needed (pad_where_needed, with `alternative`); returns the names of the
     layers replaced. The load's check then tests the whole model either way."""
     layers = linear_layers(model)
-    rows = fixed_rows_here(layers[0][2].weight.dtype) if layers else None
+    rows = fixed_rows_here(layers[0][2].weight.dtype, layers[0][2].weight.device) if layers else None
     return fix_rows(model, rows) if rows else pad_where_needed(model, alternative)
 
 

@@ -24,7 +24,8 @@ MIN_ROWS = 16  # rows a RowPadded layer computes at least, unless told otherwise
 
 
 def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedModel:
-    """A draft model in the precision it drafts in; "int8": dynamic int8 Linear layers.
+    """A draft model in the precision it drafts in; "int8": dynamic int8 Linear layers (a CPU path); "bf16": bfloat16
+    (the default on a GPU).
 
     Only for draft models: their numbers decide what is proposed, never what is emitted, so a
     cheaper draft changes speed, not output (under sampling the drafter reports the distributions
@@ -35,6 +36,8 @@ def quantize_for_drafting(model: PreTrainedModel, precision: str) -> PreTrainedM
         raise ValueError(f"draft precision must be one of {', '.join(DRAFT_PRECISIONS)}; got {precision!r}")
     if precision == "fp32":
         return model
+    if precision == "bf16":
+        return model.to(torch.bfloat16)
     import warnings
 
     from torch.ao.quantization import quantize_dynamic
@@ -104,12 +107,13 @@ def use_kernels(model: PreTrainedModel, kernels: str) -> str:
     """
     if kernels not in KERNELS:
         raise ValueError(f"kernels must be one of {', '.join(KERNELS)}; got {kernels!r}")
-    usable = packable(model.dtype)
+    usable = model.device.type == "cpu" and packable(model.dtype)  # oneDNN packs for the CPU
     if kernels == "auto":
         kernels = "onednn" if usable else "torch"
     if kernels == "onednn" and not usable:
         raise UnsupportedModelError(f"kernels='onednn' needs torch built with oneDNN and a float32 model, or a bfloat16 "
-                                    f"one on a CPU with oneDNN's bf16 kernels; this model is {model.dtype} here")
+                                    f"one on a CPU with oneDNN's bf16 kernels; this model is {model.dtype} on "
+                                    f"{model.device.type} here")
     if kernels == "onednn":
         for module in list(model.modules()):
             for name, child in list(module.named_children()):

@@ -91,7 +91,7 @@ class LeanPass:
         x = self.base.embed_tokens(ids)  # [1, n, C]
         past = cache.get_seq_length()
         if position_ids is None:
-            position_ids = torch.arange(past, past + ids.shape[1])[None]  # [1, n]
+            position_ids = torch.arange(past, past + ids.shape[1], device=ids.device)[None]  # [1, n]
         implementation = self.model.config._attn_implementation
         ours = implementation in attention.FUNCTIONS
         # one token of a linear pass sees every key: the model's mask would be 0 everywhere, which the runner's own

@@ -63,7 +63,7 @@ def lean_checked(runner: HFRunner) -> HFRunner:
 
 
 def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kernels: str = "auto",
-                 progress: bool = False) -> HFRunner:
+                 progress: bool = False, device: str = "cpu") -> HFRunner:
     """The transformers target, exact by construction (runners/invariance.py, runners/attention.py): the runner's own
     eager attention, Linear layers on `kernels` (use_kernels: packed for oneDNN by default), those whose shape is not
     row-invariant there padded to the rows they need, and the property checked on this model at load, bit for bit
@@ -76,11 +76,12 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     Llama models skip transformers' plumbing between the layers (lean.py), where the load finds the logits the model
     forward's bit for bit (lean.agrees; else the model's forward), and keep the cache in KeyBuffers where that gives
     the same bits too and the check passes with them (else without). progress: say on stderr when the check
-    runs (it takes seconds)."""
+    runs (it takes seconds). device: "cpu" or "cuda" (the same design: on a GPU every Linear runs in fixed-size row
+    blocks, invariance.fixed_rows_here, and the check runs there)."""
     from transformers import AutoModelForCausalLM
 
     rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows).to(device)
     use_kernels(model, kernels)
     make_row_invariant(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
     runner = HFRunner(model, max_context)
@@ -88,7 +89,8 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
 
     def check(runner: HFRunner) -> float:  # the load's check, said on stderr where it runs (it takes seconds)
         if progress:
-            print(f"quickdraft: checking that {runner.dtype} verify passes give one-token decoding's bits on this CPU "
+            print(f"quickdraft: checking that {runner.dtype} verify passes give one-token decoding's bits on this "
+                  f"{'GPU' if runner.device.type == 'cuda' else 'CPU'} "
                   "(once per model and machine)...", file=sys.stderr, flush=True)
         return check_row_invariance(runner)
 
@@ -103,7 +105,8 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     runner.row_invariant = worst == 0.0
     if runner.row_invariant:
         return runner
-    message = (f"{type(model).__name__}'s {runner.dtype} passes are not row-invariant on this CPU even with the runner's "
+    where = "GPU" if runner.device.type == "cuda" else "CPU"
+    message = (f"{type(model).__name__}'s {runner.dtype} passes are not row-invariant on this {where} even with the runner's "
                f"attention and padded layers (a verify pass and one-token decoding differ by up to {worst:g} in a "
                "logit), so drafted output could differ from plain decoding")
     if dtype == torch.float32:
@@ -141,13 +144,21 @@ def verdict_key(runner, path: Path | str) -> str:
         "model": [str(folder), weights],
         "layers": hashlib.sha256(repr(runner.model).encode()).hexdigest(),
         "attention": runner.model.config._attn_implementation, "dtype": runner.dtype, "kernels": runner.kernels,
-        "padded keys": bool(getattr(getattr(runner, "lean", None), "pad_keys", False)),  # lean.py's KeyBuffers
+        "padded keys": bool(runner.lean is not None and runner.lean.pad_keys),  # lean.py's KeyBuffers
         "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in CHECKED_SOURCES},
         "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
         "transformers": transformers.__version__,
         "cpu": cpu.identity(),
+        "device": _device_identity(runner.device),
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+
+def _device_identity(device: torch.device) -> list:
+    """The GPU the passes ran on (its name, compute capability and CUDA build), or "cpu" (cpu.identity says which)."""
+    if device.type != "cuda":
+        return ["cpu"]
+    return [torch.cuda.get_device_name(device), list(torch.cuda.get_device_capability(device)), torch.version.cuda]
 
 
 def _verdict_file(key: str) -> Path | None:

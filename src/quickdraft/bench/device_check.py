@@ -1,0 +1,295 @@
+"""The prepared device check: quickdraft on a GPU against transformers' own generate on the same card, in one call.
+
+When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with --device cpu anywhere, as its dry run.
+
+    # here, with the real model (CPU): the requests, the real model's plain output, its config and tokenizer
+    .venv/bin/python -m quickdraft.bench.device_check record --out .device
+    # on the device machine (carry .device), one call:
+    PYTHONPATH=src python3 -m quickdraft.bench.device_check run .device --device cuda --out $OUT
+
+`run` does, in order, and writes device_check.md and device_check.json under --out:
+1. the device tests (tests/test_device.py: the runner on the device, row invariance, every drafter and rule);
+2. a model of the real one's shapes with random weights (the real weights do not travel: 1 GB in bf16), loaded as
+   `quickdraft.load` loads a target there, with the load's invariance check run on it, on the device;
+3. each recorded request replayed: every pass runs on that model, so it costs what the real model's passes cost
+   there, and returns the real model's recorded logits (ShadowScriptedRunner), so the drafters and the sizer draft,
+   verify and accept what they would with the real model: quickdraft plain, prediction and lookup; and transformers'
+   generate on the same weights and card (plain greedy, prompt lookup), its logits replaced by the recording's the
+   same way (a forward hook). Every output is compared with the recording, token for token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from .. import trees
+from ..runners.scripted import ScriptedRunner
+
+ROOT = Path(__file__).resolve().parents[3]
+README_EDIT = "Rename the function parse_line to parse_record and update its caller."  # the README's example
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja")
+QUICKDRAFT_JOBS = {"plain": {"drafter": "none"}, "prediction": {}, "lookup": {"drafter": "lookup"}}
+HF_JOBS = {"hf plain": {}, "hf prompt lookup": {"prompt_lookup_num_tokens": 10}}
+
+
+class ShadowScriptedRunner(ScriptedRunner):
+    """A ScriptedRunner whose every call also runs on `model` (a runner of the same vocabulary): the logits are the
+    script's, the time is the model's. The engine reads the model's declared capabilities."""
+
+    def __init__(self, model, script: Sequence[int], eos: int):
+        super().__init__(script, model.vocab_size, eos, model.max_context)
+        self.model = model
+        model.reuse_prefix = False  # every run prefills its whole prompt, as one command's first request does
+        self.supports_trees, self.row_block, self.row_invariant = model.supports_trees, model.row_block, model.row_invariant
+
+    def reset(self) -> None:
+        self.model.reset()
+        super().reset()
+
+    def prefill(self, tokens: Sequence[int]) -> None:
+        self.model.prefill(tokens)
+        super().prefill(tokens)
+
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        self.model.forward(tokens)  # the linear pass, as the engine runs it on the model
+        return super().forward_tree(tokens, trees.chain(len(tokens) - 1))
+
+    def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
+        self.model.forward_tree(tokens, parents)
+        return super().forward_tree(tokens, parents)
+
+    def rollback(self, length: int) -> None:
+        self.model.rollback(length)
+        super().rollback(length)
+
+    def keep(self, start: int, rows: Sequence[int]) -> None:
+        self.model.keep(start, rows)
+        super().rollback(start + len(rows))
+
+
+class ScriptedLogits:
+    """A forward hook on a transformers model whose logits become the recording's: the position after prompt + output
+    token i chooses output token i + 1 (past the output: eos), whatever the weights computed. transformers' generate
+    then drafts, verifies and stops as it would with the real model, at the cost of these weights' passes."""
+
+    def __init__(self, model, prompt: Sequence[int], output: Sequence[int], eos: int):
+        self.sequence, self.first, self.eos, self.past = list(prompt) + list(output), len(prompt), eos, 0
+        self.handles = [model.register_forward_pre_hook(self.before, with_kwargs=True),
+                        model.register_forward_hook(self.after)]
+
+    def before(self, module, args, kwargs):
+        cache = kwargs.get("past_key_values", kwargs.get("cache"))
+        self.past = cache.get_seq_length() if cache is not None else 0
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        self.n = ids.shape[1]
+
+    def after(self, module, args, output):
+        logits = output.logits  # [1, k, V]: the last k positions of the pass
+        k = logits.shape[1]
+        fixed = torch.full_like(logits, -1e4)
+        for row, position in enumerate(range(self.past + self.n - k, self.past + self.n)):
+            following = position + 1
+            token = self.sequence[following] if self.first <= following < len(self.sequence) else self.eos
+            fixed[0, row, token] = 0.0
+        output.logits = fixed
+        return output
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def requests(data: Path) -> list[dict]:
+    """The README's edit, two refactors from the held-out half of the Aider set and one Spec-Bench summary."""
+    from ..prompts import edit_request
+
+    source = (ROOT / "examples" / "inventory.py").read_text()
+    edit, fenced = edit_request(README_EDIT, source, "inventory.py")
+    out = [{"name": "readme edit", "messages": [{"role": "user", "content": edit}], "prediction": fenced,
+            "max_new_tokens": 1024}]
+    rows = [json.loads(line) for line in (data / "aider_refactor" / "refactor_tasks.jsonl").read_text().splitlines()]
+    for r in sorted(rows, key=lambda r: r["original_chars"])[20:22]:
+        message, prediction = edit_request(r["instruction"], r["original_code"], r["filename"])
+        out.append({"name": f"refactor {r['task_id']}", "messages": [{"role": "user", "content": message}],
+                    "prediction": prediction, "max_new_tokens": 512})
+    summary = next(json.loads(line) for line in (data / "spec_bench" / "question.jsonl").read_text().splitlines()
+                   if json.loads(line)["category"] == "summarization")
+    out.append({"name": "spec-bench summary", "messages": [{"role": "user", "content": summary["turns"][0]}],
+                "prediction": None, "max_new_tokens": 256})
+    return out
+
+
+def record(out: Path, model: str, data: Path) -> None:
+    """The real model's plain greedy output of each request, with its config and tokenizer files (no weights)."""
+    import quickdraft
+    from .. import models
+
+    g = quickdraft.load(model, progress=True)
+    folder = models.resolve(model, progress=False)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(folder / "config.json", out / "config.json")
+    for name in TOKENIZER_FILES:
+        if (folder / name).is_file():
+            data_ = (folder / name).read_bytes()
+            (out / (name + ".xz" if name == "tokenizer.json" else name)).write_bytes(
+                lzma.compress(data_) if name == "tokenizer.json" else data_)
+    recorded = []
+    for r in requests(data):
+        res = g.generate(r["messages"], max_new_tokens=r["max_new_tokens"], drafter="none", prefix_reuse=False)
+        recorded.append({**r, "prompt_ids": g.encode_prompt(r["messages"]), "output_ids": res.token_ids,
+                         "eos": min(g.tokenizer.eos_token_ids)})
+        print(f"{r['name']}: {len(recorded[-1]['prompt_ids'])} prompt tokens, {len(res.token_ids)} output tokens",
+              file=sys.stderr)
+    (out / "requests.json").write_text(json.dumps({"model": model, "dtype": g.runner.dtype, "requests": recorded}))
+
+
+def random_weights(files: Path, folder: Path, device: str) -> Path:
+    """A folder with the recorded model's config and tokenizer and random weights (bf16, seed 0)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(files), dtype=torch.bfloat16)
+    model.save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        if (files / name).is_file():
+            shutil.copyfile(files / name, folder / name)
+        elif (files / f"{name}.xz").is_file():
+            (folder / name).write_bytes(lzma.decompress((files / f"{name}.xz").read_bytes()))
+    return folder
+
+
+def timed_quickdraft(g, r: dict, job: str, rounds: int) -> dict:
+    from ..api import Generator
+
+    runs = []
+    shadow = ShadowScriptedRunner(g.runner, r["output_ids"], r["eos"])
+    for _ in range(rounds):
+        fresh = Generator(shadow, g.tokenizer, name=g.name)  # one command's Generator: no pass costs yet
+        extra = dict(QUICKDRAFT_JOBS[job], **({"prediction": r["prediction"]} if job == "prediction" else {}))
+        res = fresh.generate(r["messages"], max_new_tokens=r["max_new_tokens"], prefix_reuse=False, **extra)
+        runs.append(res)
+    s = runs[0].stats
+    return {"decode_s": statistics.median(x.stats.decode_s for x in runs), "prefill_s": s.prefill_s,
+            "tokens": s.completion_tokens, "passes": s.target_passes, "accepted": s.accepted_prediction_tokens,
+            "same": all(x.token_ids == r["output_ids"] for x in runs)}
+
+
+def timed_transformers(model, r: dict, job: str, rounds: int) -> dict:
+    from transformers import GenerationConfig
+
+    device = model.device
+    x = torch.tensor([r["prompt_ids"]], device=device)
+    config = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=r["max_new_tokens"], eos_token_id=r["eos"],
+                              pad_token_id=r["eos"], **HF_JOBS[job])
+    hook = ScriptedLogits(model, r["prompt_ids"], r["output_ids"], r["eos"])
+    times, outputs = [], []
+    try:
+        for _ in range(rounds):
+            t = time.perf_counter()
+            with torch.inference_mode():
+                y = model.generate(x, attention_mask=torch.ones_like(x), generation_config=config)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+            out = y[0, x.shape[1]:].tolist()
+            outputs.append(out[:-1] if out and out[-1] == r["eos"] else out)
+    finally:
+        hook.remove()
+    return {"total_s": statistics.median(times), "tokens": len(outputs[0]),
+            "same": all(o == r["output_ids"] for o in outputs)}
+
+
+def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool) -> int:
+    import quickdraft
+    from transformers import AutoModelForCausalLM
+
+    out.mkdir(parents=True, exist_ok=True)
+    recorded = json.loads((files / "requests.json").read_text())
+    where = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
+    report = {"device": where, "torch": torch.__version__, "model shapes": recorded["model"], "tests": None}
+    lines = [f"# device check: {where}, torch {torch.__version__}", ""]
+    if not skip_tests:
+        t = time.perf_counter()
+        tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                                str(ROOT / "tests" / "test_device.py")], capture_output=True, text=True, cwd=ROOT)
+        report["tests"] = {"rc": tests.returncode, "tail": tests.stdout[-3000:]}
+        lines += [f"tests/test_device.py: rc {tests.returncode} ({time.perf_counter() - t:.0f} s)", "```",
+                  tests.stdout[-1500:], "```", ""]
+        print("\n".join(lines[-5:]), flush=True)
+    folder = random_weights(files, Path("/tmp/quickdraft-device-check-weights"), device)
+    t = time.perf_counter()
+    g = quickdraft.load(str(folder), dtype="bf16", device=device, progress=True)
+    report["load"] = {"seconds": time.perf_counter() - t, "row_invariant": g.runner.row_invariant,
+                      "row_block": g.runner.row_block, "attention": g.runner.model.config._attn_implementation}
+    lines += [f"load with its check: {report['load']}", ""]
+    print(lines[-2], flush=True)
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).to(device).eval()
+    lines += ["| request | job | prefill s | decode s (hf: total s) | ms a token | tokens | passes | accepted | "
+              "same as recorded |", "|---|---|---|---|---|---|---|---|---|"]
+    report["requests"] = []
+    for r in recorded["requests"]:
+        entry = {"name": r["name"], "prompt": len(r["prompt_ids"]), "jobs": {}}
+        for job in QUICKDRAFT_JOBS:
+            if job == "prediction" and r["prediction"] is None:
+                continue
+            m = entry["jobs"][job] = timed_quickdraft(g, r, job, rounds)
+            lines.append(f"| {r['name']} | quickdraft {job} | {m['prefill_s']:.3f} | {m['decode_s']:.3f} | "
+                         f"{1000 * m['decode_s'] / max(m['tokens'], 1):.1f} | {m['tokens']} | {m['passes']} | "
+                         f"{m['accepted']} | {m['same']} |")
+            print(lines[-1], flush=True)
+        for job in HF_JOBS:
+            m = entry["jobs"][job] = timed_transformers(hf, r, job, rounds)
+            lines.append(f"| {r['name']} | {job} | - | {m['total_s']:.3f} | {1000 * m['total_s'] / max(m['tokens'], 1):.1f}"
+                         f" | {m['tokens']} | - | - | {m['same']} |")
+            print(lines[-1], flush=True)
+        report["requests"].append(entry)
+    (out / "device_check.md").write_text("\n".join(lines) + "\n")
+    (out / "device_check.json").write_text(json.dumps(report, indent=1))
+    same = all(m["same"] for e in report["requests"] for m in e["jobs"].values())
+    return 0 if same and (report["tests"] is None or report["tests"]["rc"] == 0) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    rec = sub.add_parser("record", help="here, with the real model: the requests and its plain output")
+    rec.add_argument("--out", type=Path, required=True)
+    rec.add_argument("--model", default="qwen2.5-coder-0.5b")
+    rec.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    go = sub.add_parser("run", help="on the device: tests, load check, replayed timings")
+    go.add_argument("files", type=Path, help="what record wrote")
+    go.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    go.add_argument("--out", type=Path, required=True)
+    go.add_argument("--rounds", type=int, default=2)
+    go.add_argument("--skip-tests", action="store_true")
+    go.add_argument("--only", help="a request's name: replay that one alone (a dry run on the CPU)")
+    args = ap.parse_args(argv)
+    if args.mode == "record":
+        record(args.out, args.model, args.data)
+        return 0
+    if args.only:  # a copy of the files with one request
+        recorded = json.loads((args.files / "requests.json").read_text())
+        recorded["requests"] = [r for r in recorded["requests"] if r["name"] == args.only]
+        if not recorded["requests"]:
+            raise SystemExit(f"no request named {args.only!r}")
+        subset = args.out / "files"
+        shutil.copytree(args.files, subset, dirs_exist_ok=True)
+        (subset / "requests.json").write_text(json.dumps(recorded))
+        args.files = subset
+    return run(args.files, args.device, args.out, args.rounds, args.skip_tests)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

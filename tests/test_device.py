@@ -1,0 +1,163 @@
+"""The device option (options.LoadOptions.device, CLI --device) and the engine on a device.
+
+The rules need no GPU: "cuda" where torch sees none is refused before anything loads, "auto" takes the CPU here.
+The runs on a device go through the engine as the runner loads a target on a GPU (bf16, every Linear in fixed-size
+row blocks: invariance.fixed_rows_here), on the CPU always and on CUDA where torch sees a GPU (reported as not
+run where it does not): every drafter and rule gives plain decoding's tokens, and the load's check finds the passes
+row-invariant there.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import VOCAB, tiny_model
+from quickdraft import cli, models, options
+from quickdraft.acceptance import Acceptance
+from quickdraft.core import Stats
+from quickdraft.drafters.base import FirstOf, NoDrafter
+from quickdraft.drafters.draft_model import DraftModelConfig, DraftModelDrafter
+from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
+from quickdraft.drafters.ouroboros import OuroborosConfig, OuroborosDrafter
+from quickdraft.drafters.phrase_pool import PhrasePool
+from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
+from quickdraft.engine import Limits, generate
+from quickdraft.errors import QuickdraftError
+from quickdraft.options import LoadOptions
+from quickdraft.runners import attention
+from quickdraft.runners.hf import HFRunner
+from quickdraft.runners.invariance import FIXED_ROWS, fixed_rows_here, make_row_invariant, row_invariance
+from quickdraft.runners.kernels import FixedRows, linear_layers, use_kernels
+from quickdraft.sampling import SamplingParams
+
+N = 40
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA runs are not run")
+DEVICES = ["cpu", pytest.param("cuda", marks=GPU)]
+
+
+# -- the option --------------------------------------------------------------------------------------------------
+
+def test_cuda_without_a_gpu_is_refused_before_anything_loads(monkeypatch, capsys):
+    monkeypatch.setattr(options, "cuda_available", lambda: False)
+    with pytest.raises(QuickdraftError, match=r"device 'cuda': torch .* sees no CUDA GPU on this machine"):
+        LoadOptions(device="cuda")
+    monkeypatch.setattr(models, "resolve", lambda *a, **k: pytest.fail("pulled a model for a device it cannot use"))
+    assert cli.main(["generate", "--device", "cuda", "hi"]) == 2
+    assert "sees no CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"device": "tpu"}, "device must be one of auto, cpu, cuda; got 'tpu'"),
+    ({"device": "cuda", "runner": "llama.cpp"}, "llama.cpp runner runs on the CPU"),
+    ({"device": "cuda", "kernels": "onednn"}, "kernels 'onednn' packs weights for the CPU"),
+    ({"device": "cuda", "draft_model": "d", "draft_precision": "int8"}, "'int8' .* is a CPU path"),
+])
+def test_device_rules(monkeypatch, kwargs, message):
+    monkeypatch.setattr(options, "cuda_available", lambda: True)  # refused for what was asked, not for the GPU
+    with pytest.raises(QuickdraftError, match=message):
+        LoadOptions(**kwargs)
+
+
+def test_auto_takes_a_gpu_where_torch_sees_one_unless_a_cpu_path_is_asked_for(monkeypatch):
+    monkeypatch.setattr(options, "cuda_available", lambda: False)
+    assert LoadOptions().resolved_device() == "cpu" and LoadOptions().draft_dtype() == "int8"
+    monkeypatch.setattr(options, "cuda_available", lambda: True)
+    on_gpu = LoadOptions(draft_model="d")
+    assert (on_gpu.resolved_device(), on_gpu.target_dtype(), on_gpu.draft_dtype()) == ("cuda", "bf16", "bf16")
+    assert LoadOptions(dtype="fp32").target_dtype() == "fp32"  # asked for: kept
+    for cpu_path in ({"runner": "llama.cpp"}, {"kernels": "onednn"}, {"draft_model": "d", "draft_precision": "int8"}):
+        assert LoadOptions(**cpu_path).resolved_device() == "cpu"
+    assert LoadOptions(device="cpu").resolved_device() == "cpu"
+
+
+def test_the_vllm_engine_refuses_device(capsys):
+    assert cli.main(["serve", "--engine", "vllm", "--device", "cpu"]) == 2
+    assert "--device" in capsys.readouterr().err
+
+
+def test_a_gpu_runs_every_linear_in_fixed_row_blocks():
+    assert fixed_rows_here(torch.bfloat16, "cuda") == fixed_rows_here(torch.float32, "cuda") == FIXED_ROWS
+    assert attention.prefill_here(torch.bfloat16, "cuda") == "sdpa"
+
+
+# -- the engine on a device ---------------------------------------------------------------------------------------
+
+def on_device(device: str, arch: str = "qwen2", seed: int = 0) -> torch.nn.Module:
+    """A tiny model as the runner loads a target on `device` the way it does on a GPU: bf16, the runner's grouped
+    attention, torch's Linear on a GPU (packed where oneDNN runs on the CPU), every Linear in FixedRows."""
+    model = tiny_model(arch, seed).to(device, torch.bfloat16)
+    model.set_attn_implementation(attention.register(attention.NAME))
+    use_kernels(model, "auto")
+    if device == "cuda":
+        make_row_invariant(model)  # fixed_rows_here: FixedRows on a GPU
+    else:
+        from quickdraft.runners.invariance import fix_rows
+
+        fix_rows(model, FIXED_ROWS)  # what a GPU gets, here on the CPU
+    return model
+
+
+def run(runner, prompt, drafter=None, n=N, **kw):
+    stats = Stats()
+    steps = list(generate(runner, prompt, Limits(n), drafter, stats=stats, **kw))
+    return [t for s in steps for t in s.tokens], stats
+
+
+PROMPT = [(i * 37 + 11) % VOCAB for i in range(40)] + [5, 17, 33, 2, 71, 5, 17, 33]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_runner_lives_on_its_device_and_hands_logits_to_the_cpu(device):
+    model = on_device(device)
+    runner = HFRunner(model)
+    assert runner.device.type == device and runner.row_block == FIXED_ROWS
+    assert all(isinstance(parent, FixedRows) for parent, _, _ in linear_layers(model))  # every Linear in blocks
+    runner.prefill(PROMPT)
+    logits = runner.forward([3, 4, 5])
+    assert logits.device.type == "cpu" and logits.dtype == torch.float32 and logits.shape == (3, runner.vocab_size)
+    assert runner.cache.layers[0].keys.device.type == device
+    runner.keep(len(PROMPT), [0, 2])  # a tree path's rows: indexed on the device
+    assert runner.length == len(PROMPT) + 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_passes_are_row_invariant_on_the_device(device):
+    runner = HFRunner(on_device(device))
+    tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(120)]
+    assert row_invariance(runner, tokens, (2, 5, 16, 17, 33, 65)) == 0.0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_drafter_gives_plain_decodings_tokens_on_the_device(device):
+    model = on_device(device)
+    runner = HFRunner(model)
+    plain, _ = run(runner, PROMPT, NoDrafter())
+    partly = plain[:10] + [(t + 1) % VOCAB for t in plain[10:14]] + plain[14:]
+    for name, drafter in {
+        "prediction, right": PredictionDrafter(plain, PredictionConfig()),
+        "prediction, partly right": PredictionDrafter(partly, PredictionConfig()),
+        "prediction, wrong": PredictionDrafter([(t + 3) % VOCAB for t in plain], PredictionConfig()),
+        "lookup": PromptLookupDrafter(LookupConfig()),
+        "prediction+lookup": FirstOf([PredictionDrafter(partly, PredictionConfig()), PromptLookupDrafter(LookupConfig())]),
+        "draft model": DraftModelDrafter(HFRunner(on_device(device, seed=1)), VOCAB, SamplingParams(), DraftModelConfig()),
+        "ouroboros": OuroborosDrafter(HFRunner(model), PhrasePool(OuroborosConfig().pool), OuroborosConfig()),
+    }.items():
+        out, stats = run(runner, PROMPT, drafter)
+        assert out == plain, name
+    assert stats.target_passes < N  # the trees did work
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sampling_and_mentored_decoding_run_on_the_device(device):
+    """Speculative sampling and mentored decoding over logits a device computed: reproducible with a seed, and a
+    draft that is the target itself is always accepted under speculative sampling (exactly its distribution)."""
+    model = on_device(device)
+    runner = HFRunner(model)
+    sampling = SamplingParams(temperature=0.8, top_k=20, seed=7)
+    drafted = lambda: DraftModelDrafter(HFRunner(model), VOCAB, sampling, DraftModelConfig())  # noqa: E731
+    first, stats = run(runner, PROMPT, drafted(), sampling=sampling)
+    again, _ = run(runner, PROMPT, drafted(), sampling=sampling)
+    assert first == again and len(first) == N and stats.rejected_prediction_tokens == 0
+    mentored, _ = run(runner, PROMPT, drafted(), sampling=sampling, acceptance=Acceptance("mentored", kl_bound=0.1))
+    assert len(mentored) == N and all(0 <= t < VOCAB for t in mentored)
