@@ -182,6 +182,7 @@ def timed_quickdraft(g, r: dict, job: str, rounds: int) -> dict:
         runs.append(res)
     s = runs[0].stats
     return {"decode_s": statistics.median(x.stats.decode_s for x in runs), "prefill_s": s.prefill_s,
+            "total_s": statistics.median(x.stats.prefill_s + x.stats.decode_s for x in runs),
             "tokens": s.completion_tokens, "passes": s.target_passes, "accepted": s.accepted_prediction_tokens,
             "same": all(x.token_ids == r["output_ids"] for x in runs)}
 
@@ -207,8 +208,21 @@ def timed_transformers(model, r: dict, job: str, rounds: int) -> dict:
             outputs.append(out[:-1] if out and out[-1] == r["eos"] else out)
     finally:
         hook.remove()
-    return {"total_s": statistics.median(times), "tokens": len(outputs[0]),
+    first = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=1, eos_token_id=r["eos"], pad_token_id=r["eos"])
+    t = time.perf_counter()
+    with torch.inference_mode():  # the prompt's pass and one token: what generate spends before decoding
+        model.generate(x, attention_mask=torch.ones_like(x), generation_config=first)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    prefill = time.perf_counter() - t
+    total = statistics.median(times)
+    return {"total_s": total, "prefill_s": prefill, "decode_s": total - prefill, "tokens": len(outputs[0]),
             "same": all(o == r["output_ids"] for o in outputs)}
+
+
+def row(name: str, job: str, m: dict, passes, accepted) -> str:
+    return (f"| {name} | {job} | {m['total_s']:.3f} | {m['prefill_s']:.3f} | {m['decode_s']:.3f} | "
+            f"{1000 * m['decode_s'] / max(m['tokens'], 1):.1f} | {m['tokens']} | {passes} | {accepted} | {m['same']} |")
 
 
 def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool) -> int:
@@ -236,8 +250,8 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool) -> i
     lines += [f"load with its check: {report['load']}", ""]
     print(lines[-2], flush=True)
     hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).to(device).eval()
-    lines += ["| request | job | prefill s | decode s (hf: total s) | ms a token | tokens | passes | accepted | "
-              "same as recorded |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| request | job | end to end s | prefill s | decode s | decode ms a token | tokens | passes | accepted | "
+              "same as recorded |", "|---|---|---|---|---|---|---|---|---|---|"]
     report["requests"] = []
     for r in recorded["requests"]:
         entry = {"name": r["name"], "prompt": len(r["prompt_ids"]), "jobs": {}}
@@ -245,16 +259,20 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool) -> i
             if job == "prediction" and r["prediction"] is None:
                 continue
             m = entry["jobs"][job] = timed_quickdraft(g, r, job, rounds)
-            lines.append(f"| {r['name']} | quickdraft {job} | {m['prefill_s']:.3f} | {m['decode_s']:.3f} | "
-                         f"{1000 * m['decode_s'] / max(m['tokens'], 1):.1f} | {m['tokens']} | {m['passes']} | "
-                         f"{m['accepted']} | {m['same']} |")
+            lines.append(row(r["name"], f"quickdraft {job}", m, m["passes"], m["accepted"]))
             print(lines[-1], flush=True)
         for job in HF_JOBS:
             m = entry["jobs"][job] = timed_transformers(hf, r, job, rounds)
-            lines.append(f"| {r['name']} | {job} | - | {m['total_s']:.3f} | {1000 * m['total_s'] / max(m['tokens'], 1):.1f}"
-                         f" | {m['tokens']} | - | - | {m['same']} |")
+            lines.append(row(r["name"], job, m, "-", "-"))
             print(lines[-1], flush=True)
         report["requests"].append(entry)
+        jobs = entry["jobs"]
+        ours = jobs.get("prediction") or jobs["lookup"]
+        lines.append(f"| {r['name']} | ratios | hf plain / ours {jobs['hf plain']['total_s'] / ours['total_s']:.2f}x, "
+                     f"hf prompt lookup / ours {jobs['hf prompt lookup']['total_s'] / ours['total_s']:.2f}x, plain "
+                     f"decoding per token ours / hf {jobs['plain']['decode_s'] / jobs['hf plain']['decode_s']:.2f}x "
+                     "| | | | | | | |")
+        print(lines[-1], flush=True)
     (out / "device_check.md").write_text("\n".join(lines) + "\n")
     (out / "device_check.json").write_text(json.dumps(report, indent=1))
     same = all(m["same"] for e in report["requests"] for m in e["jobs"].values())
@@ -272,18 +290,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     go.add_argument("files", type=Path, help="what record wrote")
     go.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     go.add_argument("--out", type=Path, required=True)
-    go.add_argument("--rounds", type=int, default=2)
+    go.add_argument("--rounds", type=int, default=1, help="runs of each job (the median is reported)")
     go.add_argument("--skip-tests", action="store_true")
     go.add_argument("--only", help="a request's name: replay that one alone (a dry run on the CPU)")
+    go.add_argument("--max-new-tokens", type=int, help="at most this many of each recording's tokens (a dry run)")
     args = ap.parse_args(argv)
     if args.mode == "record":
         record(args.out, args.model, args.data)
         return 0
-    if args.only:  # a copy of the files with one request
+    if args.only or args.max_new_tokens:  # a copy of the files with one request, or shorter recordings
         recorded = json.loads((args.files / "requests.json").read_text())
-        recorded["requests"] = [r for r in recorded["requests"] if r["name"] == args.only]
+        recorded["requests"] = [r for r in recorded["requests"] if args.only in (None, r["name"])]
         if not recorded["requests"]:
             raise SystemExit(f"no request named {args.only!r}")
+        for r in recorded["requests"] if args.max_new_tokens else ():
+            r["max_new_tokens"] = min(r["max_new_tokens"], args.max_new_tokens)
+            r["output_ids"] = r["output_ids"][: r["max_new_tokens"]]
         subset = args.out / "files"
         shutil.copytree(args.files, subset, dirs_exist_ok=True)
         (subset / "requests.json").write_text(json.dumps(recorded))
