@@ -16,7 +16,7 @@ from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.errors import QuickdraftError
 from quickdraft.runners.hf import HFRunner
-from quickdraft.sizing import DraftSizer, PassCosts, block_fit, sizing_for
+from quickdraft.sizing import DraftSizer, PassCosts, best_length, block_fit, sizing_for
 from quickdraft.tokenizer import ByteTokenizer
 
 from conftest import MarkovRunner
@@ -187,6 +187,31 @@ def test_acceptance_counts_a_rejection_as_one_failed_try():
     assert s.acceptance("p") == pytest.approx(11 / 12)
     s.record("p", 0, 0, 1, 0.1)  # an empty draft says nothing about acceptance
     assert s.acceptance("p") == pytest.approx(11 / 12)
+
+
+def test_a_prediction_is_sized_by_two_rates():
+    """A prediction's drafts are right or wrong in runs: after drafts wholly right the cap follows P(later), not the
+    one rate that its wrong drafts pull down. Passes cost 1 + 0.06 (n - 1); history: drafts of 8 wholly wrong or
+    right, runs of 40 right tokens in full, and one run that broke after 60. One rate: 236 of 239 tokens tried
+    accepted (0.987) -> cap 44; two rates after a draft right in full: P(first) 4 of 5 such drafts, P(later) 229
+    of 230 -> cap 78."""
+    def sizer(two_phase: frozenset[str]) -> DraftSizer:
+        s = DraftSizer(decay=1.0, min_evidence=1.0, two_phase=two_phase, costs=PassCosts(decay=1.0))
+        for n in (1, 11, 41):
+            s.costs.record(n, 1 + 0.06 * (n - 1))
+        for drafted, accepted in [(8, 0), (8, 8), (40, 40), (8, 0), (8, 8), (40, 40), (80, 60), (40, 40), (40, 40)]:
+            s.record("prediction", drafted, accepted, drafted + 1, 1 + 0.06 * drafted)
+        return s
+
+    t = lambda k: 1 + 0.06 * k  # noqa: E731  a pass with a k-token draft
+    one, two = sizer(frozenset()), sizer(frozenset({"prediction"}))
+    a = one.acceptance("prediction")
+    assert a == pytest.approx(236 / 239)
+    assert one.cap("prediction", 128) == best_length([a] * 128, t) == 44
+    rates = two._phases["prediction"][0].rates(True)  # the last draft was right in full: running
+    assert rates == pytest.approx((0.8, 229 / 230))
+    assert two.cap("prediction", 128) == best_count(draft_gains(rates, 128), t) == 78
+    assert two.cap("lookup", 128) == 128  # another source: one rate, none measured yet
 
 
 def test_bad_choice_is_refused():
@@ -413,7 +438,8 @@ def test_trim_tries_sizes_larger_than_any_measured():
 
 # -- a batch of requests (the vLLM proposer) ---------------------------------------------------------
 
-from quickdraft.sizing import DraftRates, StepCosts, batch_lengths, best_count, draft_gains  # noqa: E402
+from quickdraft.batch_sizing import StepCosts, batch_lengths  # noqa: E402
+from quickdraft.sizing import DraftRates, best_count, draft_gains  # noqa: E402
 
 
 def test_best_count_is_the_best_prefix_by_brute_force():

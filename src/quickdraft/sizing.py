@@ -14,6 +14,11 @@ runs and caps each draft at the length with the most expected output per second
     E(k)  = 1 + a + a^2 + ... + a^k      expected output tokens of a pass with a k-token draft
     cap   = the k <= budget maximising E(k) / (t(k + 1) + k d)
 
+A prediction's drafts are right or wrong in runs (a re-anchor is right or not; a right run is rarely wrong inside),
+which one rate fits badly: for it (`two_phase`) g_1 = P(first token | the last draft was accepted in full, or not)
+and g_i = g_(i-1) P(later token) (DraftRates), and the cap maximises (1 + g_1 + ... + g_k) / t(k + 1) (measured:
+docs/predicted-outputs.md#policies).
+
 t(n) for a size not measured yet is interpolated linearly between the nearest measured sizes and
 extended beyond the largest with the slope of the last two; with fewer than two sizes measured (or
 no acceptance evidence yet) there is no cap.
@@ -149,6 +154,8 @@ class DraftSizer:
     min_yield_evidence: float = 3.0  # passes (decayed) of a rated source before its measured yield is trusted
     _yield: dict[str, list[float]] = field(default_factory=dict)  # decayed [output tokens, seconds, passes] per source
     _losing: dict[str, list[int]] = field(default_factory=dict)  # rated sources: [passes left to skip, next skip]
+    two_phase: frozenset[str] = frozenset({"prediction"})  # sources sized by DraftRates (module docstring)
+    _phases: dict[str, tuple["DraftRates", list[bool]]] = field(default_factory=dict)  # rates, [last draft whole]
 
     def cap(self, source: str, budget: int) -> int:
         """Most draft tokens worth verifying for `source` now (at most budget)."""
@@ -159,10 +166,14 @@ class DraftSizer:
                     return 0
             return max(budget, 0)
         a, t1 = self.acceptance(source), self.costs.seconds(1)
-        if budget <= 0 or a is None or not t1:
+        rates = (a, a) if a is not None else None  # one rate: P(first) = P(later)
+        if source in self._phases:  # two_phase (no cap while the phase has too little evidence)
+            phased, whole = self._phases[source]
+            rates = phased.rates(whole[0])
+        if budget <= 0 or rates is None or not t1:
             return max(budget, 0)
         d = self.draft_seconds(source)
-        best_k = best_length(repeat(a, budget), lambda k: self.costs.seconds(k + 1) + k * d)
+        best_k = best_count(draft_gains(rates, budget), lambda k: self.costs.seconds(k + 1) + k * d)
         if best_k == 0:
             waited = self._since_probe.get(source, 0) + 1
             self._since_probe[source] = waited
@@ -251,6 +262,10 @@ class DraftSizer:
             cost = self._drafting.setdefault(source, [0.0, 0.0])
             cost[0] = d * cost[0] + drafted
             cost[1] = d * cost[1] + draft_seconds
+            if source in self.two_phase:
+                phased, whole = self._phases.setdefault(source, (DraftRates(decay=d), [False]))
+                phased.record(whole[0], drafted, accepted)
+                whole[0] = accepted == drafted
 
 
 def best_length(rates: Iterable[float], seconds: Callable[[int], float]) -> int:
@@ -302,50 +317,7 @@ def best_count(gains: Sequence[float], seconds: Callable[[int], float], base: fl
     return best_n
 
 
-# -- a batch of requests (vLLM: quickdraft/vllm/proposer.py) -----------------------------------------
-#
-# Where one step verifies the drafts of many requests at once, what a draft token costs is the step's
-# time growing with its tokens T (every row's next token plus every draft token): t(T). A step's output
-# is G = rows + the sum over draft tokens of P(accepted). Adding a token of gain g to a step is worth it
-# while (G + g) / t(T + 1) > G / t(T), i.e. g > G t'(T) / t(T): with one request and t nearly flat a
-# long draft pays; with sixteen rows each token must be likely, and the least likely go first. So the
-# batch takes the draft tokens of all its rows, best gain first (each row's gains fall along its draft,
-# so each row keeps a prefix), up to the count best_count chooses.
-#
-# Worked example, t(T) = 70 + 5.6 T ms (a step's fixed cost large against its cost per token, as on vLLM on a CPU;
-# measured: docs/vllm.md#draft-sizing-under-load):
-#   1 row, a = 0.9: g = 0.9, 0.81, ...; best n = 11 (E 7.2 over 137 ms: 52.3/s against 13.2/s plain)
-#   16 rows, one with a = 0.9 and 15 with a = 0.5: G t'/t = 16 * 5.6 / 160 = 0.56 at first, so the 0.5
-#   rows draft nothing and the 0.9 row keeps 5 (0.9^5 = 0.59); 16 rows with a = 0.97 keep 6 each.
-
-@dataclass
-class StepCosts:
-    """Seconds per engine step by its tokens T, a line t(T) = a + b T fitted by decayed least squares over
-    the steps seen (a batch's step time grows about linearly with its tokens; the line moves with the cache
-    length as older steps decay)."""
-
-    decay: float = 0.98  # weight of an older step, per newer one (about the last 50 steps count)
-    min_spread: float = 4.0  # the line is trusted once T has varied by this much (standard deviation)
-    _m: list[float] = field(default_factory=lambda: [0.0] * 5)  # decayed sums: w, T, T^2, t, T t
-
-    def record(self, tokens: int, seconds: float) -> None:
-        m, d = self._m, self.decay
-        for i, v in enumerate((1.0, tokens, tokens * tokens, seconds, tokens * seconds)):
-            m[i] = d * m[i] + v
-
-    def line(self) -> tuple[float, float] | None:
-        """(a, b) of t(T) = a + b T; None until T has varied enough to tell the slope. A negative slope
-        (noise) is read as flat."""
-        w, sT, sTT, st, sTt = self._m
-        if w <= 0:
-            return None
-        var = sTT / w - (sT / w) ** 2
-        if var < self.min_spread ** 2:
-            return None
-        b = max((sTt / w - sT / w * st / w) / var, 0.0)
-        a = st / w - b * sT / w
-        return max(a, 1e-6), b
-
+# -- acceptance in two phases: a prediction's drafts here (DraftSizer.two_phase), a batch's (batch_sizing.py) -------
 
 @dataclass
 class DraftRates:
@@ -388,23 +360,6 @@ def draft_gains(rates: tuple[float, float], n: int) -> list[float]:
     return gains
 
 
-def batch_lengths(gains: Sequence[Sequence[float] | None], drafted: Sequence[int], line: tuple[float, float] | None) -> list[int]:
-    """How many tokens of each row's draft a step verifies. gains[i]: row i's per-token acceptance chances
-    (falling along its draft), or None when unknown: that row keeps its whole draft (drafted[i] tokens) and
-    its tokens count as certain, so that a new request gets to show what it is worth. line: t(T) = a + b T
-    (StepCosts.line), None: nothing is cut."""
-    if line is None:
-        return list(drafted)
-    rows, (a, b) = len(drafted), line
-    keep = [n if g is None else 0 for g, n in zip(gains, drafted)]
-    fixed = sum(keep)
-    pool = sorted(((g_k, i) for i, g in enumerate(gains) if g is not None for g_k in g[: drafted[i]]), reverse=True)
-    n = best_count([g for g, _ in pool], lambda n: a + b * (rows + fixed + n), base=rows + fixed)
-    for _, i in pool[:n]:
-        keep[i] += 1
-    return keep
-
-
 def block_fit(n: int, block: int | None) -> int:
     """How many of a linear draft's n tokens to verify where the runner computes every pass in products of `block`
     rows (runners/kernels.FixedRows: bf16 with AMX): all of them, unless the pass (n + 1 rows) spills a quarter
@@ -412,9 +367,9 @@ def block_fit(n: int, block: int | None) -> int:
 
     Such a pass pays for whole blocks: a spill of r rows costs a block and buys r tokens at most, where a full
     block buys `block` tokens; at r <= block / 4 that does not pay even if every token is right (measured:
-    docs/runtime.md#fixed-row-blocks). A prediction's longest draft, 64 tokens, is the usual case: with 32-row
-    blocks, 63 verified in 2 blocks instead of 64 in 3. Larger spills are left to the measured-cost cap
-    (DraftSizer).
+    docs/runtime.md#fixed-row-blocks). A prediction's longest drafts, 64 or 128 tokens, are the usual case:
+    with 32-row blocks, 63 verified in 2 blocks instead of 64 in 3 (127 in 4, not 128 in 5). Larger spills are
+    left to the measured-cost cap (DraftSizer).
 
     Example, block 32: n 64 (65 rows, 1 spilled) -> 63; n 40 (41 rows, 9 spilled) -> 40; n 20 -> 20."""
     if not block or n + 1 <= block or (n + 1) % block == 0 or (n + 1) % block > block // 4:

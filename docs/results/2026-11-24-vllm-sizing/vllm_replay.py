@@ -28,7 +28,8 @@ from quickdraft.cpu import describe
 from quickdraft.drafters.base import FirstOf
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
-from quickdraft.sizing import DraftRates, batch_lengths, draft_gains
+from quickdraft.batch_sizing import batch_lengths
+from quickdraft.sizing import DraftRates, draft_gains
 from quickdraft.vllm.replay import replay_steps
 
 WIDE = LookupConfig(min_ngram=2, max_ngram=5, num_tokens=32)

@@ -22,7 +22,7 @@ What each request drafts from (SamplingParams.extra_args, filled by patches.py f
     qd_sizing       "cost" (drafts cut to what pays in this step, below) or "off" (drafts as proposed);
                     default QUICKDRAFT_VLLM_SIZING, else "cost"
 
-Sizing (sizing.py, "a batch of requests"): the proposer times vLLM's steps (from the end of one call to
+Sizing (batch_sizing.py): the proposer times vLLM's steps (from the end of one call to
 the start of the next: the forward, sampling and scheduling of the step it drafted for) against their
 tokens, which gives t(T) under the current load; each request's acceptance is counted (DraftRates:
 after a fully accepted draft and after anything else); each step keeps the draft tokens of all rows,
@@ -55,7 +55,8 @@ from ..core import EMPTY_DRAFT, Draft, Verdict
 from ..drafters.base import Drafter
 from ..drafters.build import NEEDS_PREDICTION, build_drafter
 from ..errors import QuickdraftError
-from ..sizing import DraftRates, StepCosts, batch_lengths, draft_gains
+from ..batch_sizing import StepCosts, batch_lengths
+from ..sizing import DraftRates, draft_gains
 
 DRAFTER_ENV, POLICY_ENV, SIZING_ENV = "QUICKDRAFT_VLLM_DRAFTER", "QUICKDRAFT_VLLM_POLICY", "QUICKDRAFT_VLLM_SIZING"
 SIZINGS = ("cost", "off")
@@ -225,7 +226,7 @@ class Proposer:
         state.running = accepted == len(draft)
 
     def _size(self, rows: list[_Request | None], drafts: list[Draft]) -> None:
-        """Cut the step's drafts to what pays (sizing.batch_lengths); rows without sizing keep theirs."""
+        """Cut the step's drafts to what pays (batch_sizing.batch_lengths); rows without sizing keep theirs."""
         gains: list[list[float] | None] = []
         for state, draft in zip(rows, drafts):
             rates = None
