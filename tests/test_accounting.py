@@ -8,9 +8,11 @@ accepted prefix plus one bonus token; the bonus is a generated token, in neither
 Conventions used in the comments: the script is s = 1..58 (s[i] = i + 1, all tokens distinct),
 P is the prediction, "pass n: d16 a12 r4 +30" reads "pass n drafts 16 tokens, 12 are accepted,
 4 rejected, the bonus token is 30". The last pass of every run ends with the EOS bonus (not output).
-Default policy draft lengths: k = clamp(run, 2, 64), run += k + 1 after a fully accepted pass, and
-run = L (the backward match, 1 here) after a re-anchor: so 16, 33, 64 on a fresh prediction and
-2, 4, 9, 19, 39, 64 after a re-anchor. The openai policy always drafts 16 and re-anchors only when
+Default policy draft lengths: k = clamp(2 run, 8, 128), run += k + 1 after a fully accepted pass, run 8
+on a fresh prediction and run = L (the backward match, 1 here) after a re-anchor: so 16, 50, 128 on a fresh
+prediction and 8, 20, 62, 128 after a re-anchor. Right at a departure from an anchor that 8 or more output
+tokens followed, the drafter goes on at the place a same-length replacement leaves it (hint), over
+one-token matches elsewhere. The openai policy always drafts 16 and re-anchors only when
 the last 32 output tokens equal 32 consecutive prediction tokens.
 """
 
@@ -72,12 +74,12 @@ def test_right_prediction_openai_matches_published_shape():
 
 
 def test_right_prediction_default():
-    # pass 1: d16 a16 +17 (run 16 -> 33) | pass 2: P[17:50] d33 a33 +51 (run -> 67)
-    # pass 3: min(64, 67) asked, P[51:58] has 7: d7 a7 + EOS. accepted 56, 2 bonus tokens, 3 passes.
+    # pass 1: d16 a16 +17 (run 8 -> 25) | pass 2: 50 asked, P[17:58] has 41: d41 a41 + EOS.
+    # accepted 57, 1 bonus token, 2 passes.
     stats, steps, out = run_scripted(S58, S58, "default")
     assert out == S58
-    assert drafts(steps) == [16, 33, 7]
-    assert counts(stats) == (56, 0, 3, 58)
+    assert drafts(steps) == [16, 41]
+    assert counts(stats) == (57, 0, 2, 58)
     check_invariants(stats, steps, out)
 
 
@@ -124,35 +126,39 @@ EDIT_CASES = {
     # replace@57, P[51:58] = 52..57,X: d7 a6 r1 +58. a 54, r 1, 5 passes.
     ("openai", "replace", 57): (54, 1, 5, 58, [16, 16, 16, 7, 0]),
     # ---- default ----
-    # A draft after a re-anchor is max(min_draft 8, run) long; each fully accepted pass adds its length + 1
-    # to the run, so the ramp goes 8, 10, 21, 43 ... until P runs out.
-    # insert@0, P = X,1..58: pass 1 d16 a0 r16 +1; 1 = P[1], near hint 1: re-anchor j = 2, L = run = 1.
-    # ramp: d8 +10, d10 +21, d21 +43, then 43 asked but P[44:59] has 15: d15 a15 + EOS.
-    # a 8+10+21+15 = 54, r 16, 5 passes.
-    ("default", "insert", 0): (54, 16, 5, 58, [16, 8, 10, 21, 15]),
+    # A draft after a re-anchor is max(min_draft 8, 2 run) long; each fully accepted pass adds its length + 1
+    # to the run, so the ramp goes 8, 20, 62 ... until P runs out.
+    # insert@0, P = X,1..58: pass 1 d16 a0 r16 +1 (no token agreed yet: no replacement); 1 = P[1], near
+    # hint 1: re-anchor j = 2, run = L = 1. ramp: d8 +10, d20 +31, then 62 asked but P[32:59] has 27: d27 a27
+    # + EOS. a 8+20+27 = 55, r 16, 4 passes.
+    ("default", "insert", 0): (55, 16, 4, 58, [16, 8, 20, 27]),
     # missing@0, P = 2..58: pass 1 d16 a0 r16 +1 (not in P); pass 2 plain +2; 2 = P[0]: anchor 1, run 1.
-    # ramp: d8 +11, d10 +22, d21 +44, then P[43:57] d14 a14 + EOS. a 53, r 16, 6 passes.
-    ("default", "missing", 0): (53, 16, 6, 58, [16, 0, 8, 10, 21, 14]),
+    # ramp: d8 +11, d20 +32, then P[31:57] d26 a26 + EOS. a 54, r 16, 5 passes.
+    ("default", "missing", 0): (54, 16, 5, 58, [16, 0, 8, 20, 26]),
     # replace@0, P = X,2..58: pass 1 d16 a0 r16 +1 (not in P); pass 2 plain +2; 2 = P[1]: anchor 2.
-    # ramp: d8 +11, d10 +22, d21 +44, then P[44:58] d14 a14 + EOS. a 53, r 16, 6 passes.
-    ("default", "replace", 0): (53, 16, 6, 58, [16, 0, 8, 10, 21, 14]),
-    # middle: pass 1 d16 a16 +17 (run 33); pass 2 drafts P[17:50] (33), its 13th is the edit: a12 r21 +30.
-    # insert@29, P = 1..29,X,30..58: 30 = P[30], hint 30: anchor 31 at once.
-    # ramp: d8 +39, d10 +50, then P[51:59] d8 a8 + EOS. a 16+12+8+10+8 = 54, r 21, 5 passes.
-    ("default", "insert", 29): (54, 21, 5, 58, [16, 33, 8, 10, 8]),
-    # missing@29, P = 1..29,31..58: 30 is not in P; pass 3 plain +31; 31 = P[29]: anchor 30.
-    # ramp: d8 +40, d10 +51, then P[50:57] d7 a7 + EOS. a 16+12+8+10+7 = 53, r 21, 6 passes.
-    ("default", "missing", 29): (53, 21, 6, 58, [16, 33, 0, 8, 10, 7]),
-    # replace@29, P = 1..29,X,31..58: 30 is not in P; pass 3 plain +31; 31 = P[30]: anchor 31.
-    # ramp: d8 +40, d10 +51, then P[51:58] d7 a7 + EOS. a 53, r 21, 6 passes.
-    ("default", "replace", 29): (53, 21, 6, 58, [16, 33, 0, 8, 10, 7]),
-    # end: pass 1 d16 +17, pass 2 d33 +51 (a49, run 67); pass 3 asks 64 from P[51:]; pass 4 plain EOS.
-    # insert@57: P[51:59] = 52..57,X,58 d8 a6 r2 +58. a 55, r 2, 4 passes.
-    ("default", "insert", 57): (55, 2, 4, 58, [16, 33, 8, 0]),
-    # missing@57: P[51:57] = 52..57 d6 a6 +58. a 55, r 0, 4 passes.
-    ("default", "missing", 57): (55, 0, 4, 58, [16, 33, 6, 0]),
-    # replace@57: P[51:58] = 52..57,X d7 a6 r1 +58. a 55, r 1, 4 passes.
-    ("default", "replace", 57): (55, 1, 4, 58, [16, 33, 7, 0]),
+    # ramp: d8 +11, d20 +32, then P[32:58] d26 a26 + EOS. a 54, r 16, 5 passes.
+    ("default", "replace", 0): (54, 16, 5, 58, [16, 0, 8, 20, 26]),
+    # middle: pass 1 d16 a16 +17 (run 25); pass 2 asks 50, its 13th token is the edit: a12 +30, 28 agreed
+    # tokens so far: the drafter goes on at hint = 17 + 13 = 30 (a same-length replacement).
+    # insert@29, P = 1..29,X,30..58: pass 2 d42 r30. 30 = P[30] next to hint (j = 31, one token dropped)
+    # wins over the replacement: anchor 31. ramp: d8 +39, then P[40:59] d19 a19 + EOS.
+    # a 16+12+8+19 = 55, r 30, 4 passes.
+    ("default", "insert", 29): (55, 30, 4, 58, [16, 42, 8, 19]),
+    # missing@29, P = 1..29,31..58: pass 2 d40 r28. 30 is not in P; hint 30: pass 3 P[30:38] = 32..39 d8 a0
+    # r8 +31; 31 = P[29]: anchor 30. ramp: d8 +40, then P[39:57] d18 a18 + EOS. a 54, r 36, 5 passes.
+    ("default", "missing", 29): (54, 36, 5, 58, [16, 40, 8, 8, 18]),
+    # replace@29, P = 1..29,X,31..58: pass 2 d41 r29. hint 30: P[30] = 31 is right. ramp: d8 +39,
+    # then P[39:58] d19 a19 + EOS. a 16+12+8+19 = 55, r 29, 4 passes.
+    ("default", "replace", 29): (55, 29, 4, 58, [16, 41, 8, 19]),
+    # end: pass 1 d16 +17, pass 2 asks 50 from P[17:], 40 accepted (18..57), +58; then EOS.
+    # insert@57: P[17:59] = 18..57,X,58 d42 a40 r2 +58; hint 58: pass 3 drafts P[58] = 58, d1 r1 + EOS.
+    # a 56, r 3, 3 passes.
+    ("default", "insert", 57): (56, 3, 3, 58, [16, 42, 1]),
+    # missing@57: P[17:57] = 18..57 d40 a40 +58 (P used up, hint 58 past its end); pass 3 plain EOS.
+    # a 56, r 0, 3 passes.
+    ("default", "missing", 57): (56, 0, 3, 58, [16, 40, 0]),
+    # replace@57: P[17:58] = 18..57,X d41 a40 r1 +58 (hint 58 = len(P)); pass 3 plain EOS. a 56, r 1, 3 passes.
+    ("default", "replace", 57): (56, 1, 3, 58, [16, 41, 0]),
 }
 
 
@@ -177,8 +183,8 @@ def test_one_token_edit(policy, kind, at):
         # script 1..30 then EOS, P = 1..58. pass 1 d16 a16 +17. pass 2 drafts P[17:33] = 18..33:
         # 18..30 accepted (13), 31 vs EOS rejected with the 2 after it (3), the bonus is EOS.
         ("openai", (29, 3, 2, 30), [16, 16]),
-        # default: pass 2 drafts P[17:50] (33 = run): a13, r20, bonus EOS.
-        ("default", (29, 20, 2, 30), [16, 33]),
+        # default: pass 2 asks 50 (2 run), P[17:58] has 41: a13, r28, bonus EOS.
+        ("default", (29, 28, 2, 30), [16, 41]),
     ],
 )
 def test_prediction_longer_than_output(policy, expected, draft_lengths):

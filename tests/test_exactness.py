@@ -19,6 +19,7 @@ from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import POLICIES, PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.runners.hf import HFRunner
+from quickdraft.sizing import DraftSizer
 from quickdraft.stopping import StopStrings
 
 N = 48
@@ -102,6 +103,33 @@ def test_prediction_partly_right(tiny, policy, kind, where):
         pos += len(s.tokens)
     if policy == "default" and where != "end":  # re-anchors within a few tokens of agreement after the edit
         assert after > 0
+
+
+def replaced_every(seq: list[int], every: int) -> list[int]:
+    """The sequence with one token replaced every `every` tokens (a re-indented or renamed line each time)."""
+    return [(t + 17) % VOCAB if i % every == every - 1 else t for i, t in enumerate(seq)]
+
+
+@pytest.mark.parametrize("sized", [False, True])
+def test_prediction_read_as_a_replacement_after_a_run(tiny, sized):
+    """After a departure from an anchor that 8 tokens had confirmed, the drafter drafts where a same-length replacement
+    leaves it (drafters/prediction.py); sized: with the two-phase cap (sizing.py). Right (every 12th token replaced:
+    the replacement is right), wrong (a one-token insertion instead: the guess is not tried or misses), and an EOS
+    inside a draft: the output is plain decoding's every time."""
+    prompt = prompt_of(7, seed=9)
+    ref = reference_greedy(tiny, prompt, N)
+    eos = ref[N - 6]
+    for pred, eos_ids in ((replaced_every(ref, 12), ()), (edit(ref, "insert", "middle", 1), ()),
+                          (edit(replaced_every(ref, 12), "insert", "start", 2), ()), (replaced_every(ref, 12), (eos,))):
+        runner, stats = HFRunner(tiny), Stats()
+        drafter = PredictionDrafter(pred)
+        sizer = DraftSizer() if sized else None
+        steps = list(generate(runner, prompt, Limits(N, frozenset(eos_ids)), drafter, stats=stats, sizer=sizer))
+        out = [t for s in steps for t in s.tokens]
+        check_invariants(stats, steps, out)
+        assert out == (ref[: ref.index(eos)] if eos_ids else ref)
+        if pred == replaced_every(ref, 12) and not sized:  # never quiet after a replacement: no plain pass
+            assert all(s.verdict.draft for s in steps[:-1])
 
 
 def test_prediction_longer_and_shorter_than_output(tiny):

@@ -21,7 +21,11 @@ evidence for a new one (in repetitive text they would re-anchor the drafter wher
 The winner has the
 largest L, then the smallest |j - hint|, then lies at or after hint. It must have L >= the policy's
 `recovery_threshold`, or the drafter stays quiet (the target decodes plainly) and tries again next
-step.
+step. Right at a departure from an anchor that at least `replace_after` output tokens had confirmed, hint
+itself counts as L = 1 (the output replaced one token and goes on as the prediction does: a renamed name, a
+re-indented line), so it wins over one-token matches elsewhere, not over longer evidence, nor over a one-token
+match next to it (j = hint +- 1: one token dropped or added). In the example below, with at least 8 tokens
+agreed before X, the drafter drafts "efgh" at once instead of waiting a plain step for e.
 
 Worked example (tokens as letters): prediction "abcdefgh", output so far "abcX" (X replaced d).
 hint = 4 (e). No candidate ends with X, so the next step is plain and yields e; now "e" precedes
@@ -33,10 +37,11 @@ Policies:
     a fixed draft of at most 16 tokens per pass, and after the output departs from the prediction
     no drafting until the last 32 output tokens match 32 consecutive prediction tokens.
   * "default": re-anchors as soon as one token of agreement is seen near the hint (or 4 far
-    away), and sizes each draft by the current run of agreement: a draft as long as the number of
-    consecutive output tokens matching the prediction at the anchor, between min_draft and
-    max_draft. A fresh prediction starts with `initial_draft`. A run that keeps being right doubles
-    the draft every pass; a miss cuts it back to min_draft (the new anchor's evidence is shorter).
+    away), and sizes each draft by the current run of agreement: a draft `growth` (2) times the number
+    of consecutive output tokens matching the prediction at the anchor, between min_draft and
+    max_draft. A fresh prediction starts with `initial_draft`. A run that keeps being right triples
+    the draft every pass (8, 20, 62, 128 after a one-token re-anchor); a miss cuts it back to min_draft
+    (the new anchor's evidence is shorter). The sizer (sizing.py) caps what is sent by the pass costs.
 """
 
 from __future__ import annotations
@@ -60,7 +65,9 @@ class PredictionConfig:
     initial_draft: int = 16  # draft length before any output exists
     # after a miss: a pass of a few tokens costs little more than one (measured: docs/predicted-outputs.md#policies)
     min_draft: int = 8
-    max_draft: int = 64
+    max_draft: int = 128  # a 129-row pass still pays on a right run (docs/predicted-outputs.md#policies)
+    growth: int = 2  # a draft is this many times the current run of agreement
+    replace_after: int = 8  # agreed tokens before a departure from the anchor is first read as a replacement
     recovery_threshold: int = 1  # tokens of agreement needed to re-anchor after a departure
     strong_ngram: int = 4  # n-gram length of the far (any distance) candidate index
     window: int = 64  # how far from hint a one-token match may re-anchor
@@ -71,8 +78,8 @@ class PredictionConfig:
             raise QuickdraftError(f"prediction policy must be {' or '.join(map(repr, POLICIES))}; got {self.policy!r}")
         if not 1 <= self.min_draft <= self.max_draft:
             raise QuickdraftError(f"draft lengths must satisfy 1 <= min_draft <= max_draft; got {self.min_draft}, {self.max_draft}")
-        if self.recovery_threshold < 1 or self.strong_ngram < 1 or self.window < 0:
-            raise QuickdraftError("recovery_threshold and strong_ngram must be >= 1, window >= 0")
+        if self.recovery_threshold < 1 or self.strong_ngram < 1 or self.window < 0 or self.growth < 1:
+            raise QuickdraftError("recovery_threshold, strong_ngram and growth must be >= 1, window >= 0")
 
     @classmethod
     def for_policy(cls, policy: Policy) -> "PredictionConfig":
@@ -97,7 +104,9 @@ class PredictionDrafter(Drafter):
     def begin(self, prompt: Sequence[int]) -> None:
         self.prompt_len = len(prompt)
         self.anchor: int | None = 0 if self.prediction else None
-        self.run = self.config.initial_draft  # current run of agreement (the start is trusted)
+        self.run = -(-self.config.initial_draft // self.config.growth)  # run of agreement (the start is trusted)
+        self.agreed = 0  # output tokens that followed the current anchor since it was set
+        self.replaced = False  # this step departed from a confirmed anchor: hint is a candidate (_realign)
         self.hint = 0
         self.fresh_from = 0  # output index from which tokens may count as evidence for a re-anchor
         self.realignments = 0  # times the anchor was found again after a departure
@@ -105,7 +114,7 @@ class PredictionDrafter(Drafter):
     # -- proposing ---------------------------------------------------------------------------
     def draft_length(self) -> int:
         c = self.config
-        return max(c.min_draft, min(c.max_draft, self.run))
+        return max(c.min_draft, min(c.max_draft, c.growth * self.run))
 
     def propose(self, context: Sequence[int], budget: int) -> Draft:
         if self.anchor is None or budget <= 0:
@@ -118,10 +127,12 @@ class PredictionDrafter(Drafter):
     def observe(self, context: Sequence[int], verdict: Verdict) -> None:
         new = verdict.tokens
         P = self.prediction
+        self.replaced = False
         if self.anchor is not None:
             i = 0
             while i < len(new) and self.anchor + i < len(P) and P[self.anchor + i] == new[i]:
                 i += 1
+            self.agreed += i
             if i == len(new):  # still on the prediction
                 self.anchor += i
                 self.run += i
@@ -132,6 +143,7 @@ class PredictionDrafter(Drafter):
                 self.fresh_from = len(context) - self.prompt_len
             else:  # departed at new[i]: assume a same-length replacement until shown otherwise
                 self.hint = self.anchor + len(new)
+                self.replaced = self.agreed >= self.config.replace_after
                 self.anchor = None
                 self.fresh_from = len(context) - self.prompt_len - (len(new) - i)
         else:
@@ -163,15 +175,16 @@ class PredictionDrafter(Drafter):
 
     def _realign(self, out: Sequence[int]) -> None:
         best_key, best_j, best_L = None, None, 0
-        for j in self._candidates(out):
-            if j >= len(self.prediction):
-                continue  # nothing left to draft after j
-            L = self._match_length(out, j)
+        P = self.prediction
+        scored = {j: self._match_length(out, j) for j in self._candidates(out) | {self.hint} if j < len(P)}
+        if self.replaced and self.hint in scored and not any(scored.get(self.hint + d) for d in (-1, 1)):
+            scored[self.hint] = max(scored[self.hint], 1)  # a same-length replacement (module docstring)
+        for j, L in scored.items():  # j < len(prediction): something is left to draft after j
             if L < self.config.recovery_threshold:
                 continue
             key = (L, -abs(j - self.hint), j >= self.hint, -j)
             if best_key is None or key > best_key:
                 best_key, best_j, best_L = key, j, L
         if best_j is not None:
-            self.anchor, self.hint, self.run = best_j, best_j, best_L
+            self.anchor, self.hint, self.run, self.agreed = best_j, best_j, best_L, 0
             self.realignments += 1
