@@ -11,6 +11,8 @@ Workloads (`WORKLOADS`, with the file each one reads under the data folder):
     humaneval    HumanEval prompts, as a request to complete the function
     edit_eval    EditEval code edits; prediction = the code before the edit
     refactor     Aider refactor set, whole files, smallest first; prediction = the original file
+    apply_edit_eval, apply_refactor   a lazy edit snippet to merge into the file (bench/apply.py), from
+                 EditEval's edits and the model's own refactor answers; prediction = the original file
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import QuickdraftError
-from ..prompts import edit_request
+from ..prompts import apply_request, edit_request
+from . import apply
 
 SPEC_BENCH_CATEGORIES = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
 MT_BENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
@@ -117,6 +120,22 @@ def edit_eval(data: Path, limit: int | None = None) -> Iterator[Task]:
         yield Task(r["task_id"], [{"role": "user", "content": message}], prediction)
 
 
+def _apply_tasks(cases: Iterator[apply.ApplyCase], limit: int | None) -> Iterator[Task]:
+    for case in list(cases)[:limit]:
+        message, prediction = apply_request(case.original, case.snippet, case.filename)
+        yield Task(case.id, [{"role": "user", "content": message}], prediction)
+
+
+def apply_edit_eval(data: Path, limit: int | None = None) -> Iterator[Task]:
+    """EditEval edits as lazy snippets to merge into the file (bench/apply.py); prediction = the file."""
+    return _apply_tasks(apply.edit_eval_cases(data), limit)
+
+
+def apply_refactor(data: Path, limit: int | None = None) -> Iterator[Task]:
+    """The model's own refactor answers as lazy snippets to merge, smallest file first; prediction = the file."""
+    return _apply_tasks(apply.refactor_cases(data), limit)
+
+
 def _spec(category: str) -> Callable[[Path, int | None], Iterator[Task]]:
     return lambda data, limit=None: spec_bench(data, category, limit)
 
@@ -134,6 +153,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("humaneval", "humaneval/HumanEval.jsonl.gz", humaneval),
     Workload("edit_eval", "edit_eval/edit_eval.jsonl", edit_eval, has_prediction=True),
     Workload("refactor", "aider_refactor/refactor_tasks.jsonl", refactor, has_prediction=True),
+    Workload("apply_edit_eval", "edit_eval/edit_eval.jsonl", apply_edit_eval, has_prediction=True),
+    Workload("apply_refactor", "aider_refactor/refactor_tasks.jsonl", apply_refactor, has_prediction=True),
 )}
 GROUPS = {"spec_bench": SPEC_BENCH_CATEGORIES, "all": tuple(WORKLOADS)}
 
