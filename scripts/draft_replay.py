@@ -64,6 +64,10 @@ CONFIGS: dict[str, tuple[bool, Callable]] = {
     "lookup 3-gram": (False, lambda p: PromptLookupDrafter(LookupConfig(min_ngram=3))),
     "prediction": (True, lambda p: PredictionDrafter(p, PredictionConfig())),
     "prediction-openai": (True, lambda p: PredictionDrafter(p, PredictionConfig.for_policy("openai"))),
+    # issue 44's rules one at a time (docs/results/2026-11-27-prediction-drafting)
+    "prediction growth 1": (True, lambda p: PredictionDrafter(p, PredictionConfig(growth=1))),
+    "prediction max_draft 64": (True, lambda p: PredictionDrafter(p, PredictionConfig(max_draft=64))),
+    "prediction no replacement": (True, lambda p: PredictionDrafter(p, PredictionConfig(replace_after=1 << 30))),
     "prediction+lookup 3-gram": (True, lambda p: FirstOf([PredictionDrafter(p, PredictionConfig()),
                                                           PromptLookupDrafter(LookupConfig(min_ngram=3))])),
     "longest of prediction and lookup 2-5-gram": (True, lambda p: Longest([PredictionDrafter(p, PredictionConfig()),
