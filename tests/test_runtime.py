@@ -531,3 +531,14 @@ def test_the_loads_answer_is_kept_for_exactly_the_same_configuration(tiny_folder
     # grouped attention (with the lean pass's padded keys where they keep the bits, then without), then one row at a
     # time, each once; the second load takes every answer kept
     assert checked[0] in (2, 3) and checked[1] == 0
+
+
+def test_the_load_checks_and_probes_the_longest_pass_a_prediction_drafts():
+    """The load's check and the layer probes reach the longest verify pass the prediction drafter makes (the last
+    token and a draft of max_draft): a longer draft would run pass sizes no one checked."""
+    from quickdraft.drafters.prediction import PredictionConfig
+    from quickdraft.runners.invariance import PROBE_ROWS
+    from quickdraft.runners.load import CHECK_SIZES
+
+    longest = max(PredictionConfig.for_policy(p).max_draft for p in ("default", "openai")) + 1
+    assert max(CHECK_SIZES) >= longest and max(PROBE_ROWS) >= longest

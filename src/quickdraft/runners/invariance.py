@@ -50,8 +50,8 @@ from .kernels import PackedLinear, RowPadded, FixedRows, linear_layers
 # 64 (measured: docs/runtime.md#fixed-row-blocks)
 FIXED_ROWS = 32
 PAD_ROWS = (2, 4, 8, 16, 32, 64)  # the paddings pad_where_needed tries, fewest rows first
-# pass sizes probed against one-row passes (65: the last token and a prediction draft of its longest, 64 tokens)
-PROBE_ROWS = (2, 3, 4, 5, 8, 9, 16, 17, 24, 32, 33, 48, 64, 65)
+# pass sizes probed against one-row passes (129: the last token and a prediction draft of its longest, 128 tokens)
+PROBE_ROWS = (2, 3, 4, 5, 8, 9, 16, 17, 24, 32, 33, 48, 64, 65, 96, 128, 129)
 
 
 def rows_invariant(layer: torch.nn.Module, in_features: int, dtype: torch.dtype, seed: int = 0) -> bool:

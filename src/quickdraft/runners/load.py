@@ -23,10 +23,11 @@ from ..errors import UnsupportedModelError
 
 CHECK_CACHED = (7, 1000)  # cache lengths the load's check runs passes after: a short one, one across VALUE_BLOCK
 # pass sizes it checks: where kernels were seen to change path by rows (2: float32; 8: torch's bf16 Linear with AMX;
-# 16-17: oneDNN's bf16 products with AMX and AVX512_BF16; 33: past 32 rows), and 65, the longest prediction pass
-# (the last token and a 64-token draft), where torch's own bf16 Linear was seen to differ where (2, 5, 16, 33) did
-# not look (measured: docs/runtime.md#the-load-check). Each size adds to every load's time.
-CHECK_SIZES = (2, 5, 8, 16, 17, 33, 65)
+# 16-17: oneDNN's bf16 products with AMX and AVX512_BF16; 33: past 32 rows), 65, where torch's own bf16 Linear was
+# seen to differ where (2, 5, 16, 33) did not look (measured: docs/runtime.md#the-load-check), and 129, the longest
+# prediction pass (the last token and a draft of PredictionConfig.max_draft, 128 tokens; a test keeps the two in
+# step). Each size adds to every load's time.
+CHECK_SIZES = (2, 5, 8, 16, 17, 33, 65, 129)
 
 
 def check_row_invariance(runner: HFRunner) -> float:

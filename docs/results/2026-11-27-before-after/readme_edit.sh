@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's first command's edit (with --compare), old code against new, alternating processes in one sitting.
-#   bash docs/results/2026-11-26-before-after/readme_edit.sh OLD_CHECKOUT [ROUNDS]
+#   bash docs/results/2026-11-27-before-after/readme_edit.sh OLD_CHECKOUT [ROUNDS]
 # OLD_CHECKOUT: a worktree of the commit to compare (git worktree add /tmp/old COMMIT); both run on this
 # checkout's .venv, the old one through PYTHONPATH.
 set -euo pipefail
