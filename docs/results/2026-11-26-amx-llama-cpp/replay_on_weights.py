@@ -26,65 +26,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
 import quickdraft
-from quickdraft import trees
 from quickdraft.api import Generator
 from quickdraft.cpu import describe
 from quickdraft.prompts import edit_request
-from quickdraft.runners.scripted import ScriptedRunner
+from quickdraft.bench.device_check import ShadowScriptedRunner  # the device check's: one copy
 
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 INSTRUCTION = "Rename the function parse_line to parse_record and update its caller."  # the README's example
 JOBS = {"plain": {"drafter": "none"}, "prediction": {}, "lookup": {"drafter": "lookup"}}
-
-
-class ShadowScriptedRunner(ScriptedRunner):
-    """A ScriptedRunner whose every call also runs on `model` (a runner of the same vocabulary): the logits are the
-    script's, the time is the model's. The engine reads the model's row blocks and draft-sizing preference."""
-
-    def __init__(self, model, script: Sequence[int], eos: int):
-        super().__init__(script, model.vocab_size, eos, model.max_context)
-        self.model = model
-        model.reuse_prefix = False  # every run prefills its whole prompt, as one command's first request does
-        self.model_s = 0.0  # seconds inside the model's decoding passes (the rest of decode_s is the engine's)
-        self.supports_trees = getattr(model, "supports_trees", False)
-        for name in ("row_block", "draft_sizing", "row_invariant"):
-            if hasattr(model, name):
-                setattr(self, name, getattr(model, name))
-
-    def reset(self) -> None:
-        self.model.reset()
-        super().reset()
-
-    def prefill(self, tokens: Sequence[int]) -> None:
-        self.model.prefill(tokens)
-        super().prefill(tokens)
-
-    def forward(self, tokens: Sequence[int]) -> torch.Tensor:
-        t = time.perf_counter()
-        self.model.forward(tokens)  # the linear pass, as the engine runs it on the model
-        self.model_s += time.perf_counter() - t
-        return super().forward_tree(tokens, trees.chain(len(tokens) - 1))
-
-    def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
-        t = time.perf_counter()
-        self.model.forward_tree(tokens, parents)
-        self.model_s += time.perf_counter() - t
-        return super().forward_tree(tokens, parents)
-
-    def rollback(self, length: int) -> None:
-        self.model.rollback(length)
-        super().rollback(length)
-
-    def keep(self, start: int, rows: Sequence[int]) -> None:
-        self.model.keep(start, rows)
-        super().rollback(start + len(rows))
 
 
 def request() -> tuple[list[dict], str]:

@@ -52,6 +52,7 @@ class ShadowScriptedRunner(ScriptedRunner):
         self.model = model
         model.reuse_prefix = False  # every run prefills its whole prompt, as one command's first request does
         self.supports_trees, self.row_block, self.row_invariant = model.supports_trees, model.row_block, model.row_invariant
+        self.model_s = 0.0  # seconds inside the model's decoding passes (the rest of a decode is the engine's)
 
     def reset(self) -> None:
         self.model.reset()
@@ -62,11 +63,15 @@ class ShadowScriptedRunner(ScriptedRunner):
         super().prefill(tokens)
 
     def forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        t = time.perf_counter()
         self.model.forward(tokens)  # the linear pass, as the engine runs it on the model
+        self.model_s += time.perf_counter() - t
         return super().forward_tree(tokens, trees.chain(len(tokens) - 1))
 
     def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> torch.Tensor:
+        t = time.perf_counter()
         self.model.forward_tree(tokens, parents)
+        self.model_s += time.perf_counter() - t
         return super().forward_tree(tokens, parents)
 
     def rollback(self, length: int) -> None:
