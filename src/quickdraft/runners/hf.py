@@ -160,9 +160,10 @@ class HFRunner:
         """ids [1, n] through the model, appended to the cache -> logits [n, vocab_size] (float32, on the CPU: the
         engine's acceptance rules and sampling run there, with the same generator on every device)."""
         if self.lean is not None and self.lean.usable():
-            return self.lean(ids, self.cache, mask, positions)[0].cpu().float()
-        extra = {} if mask is None else {"attention_mask": mask, "position_ids": positions}
-        logits = self.model(input_ids=ids, **{self._cache_kw: self.cache}, use_cache=True, **extra).logits
+            logits = self.lean(ids, self.cache, mask, positions)  # [1, n, vocab_size]
+        else:
+            extra = {} if mask is None else {"attention_mask": mask, "position_ids": positions}
+            logits = self.model(input_ids=ids, **{self._cache_kw: self.cache}, use_cache=True, **extra).logits
         return logits[0].cpu().float()  # moved in the model's dtype: half the bytes in bf16, the same numbers
 
     @torch.inference_mode()
