@@ -7,15 +7,24 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
     # on the device machine (carry .device), one call:
     PYTHONPATH=src python3 -m quickdraft.bench.device_check run .device --device cuda --out $OUT
 
-`run` does, in order, and writes device_check.md and device_check.json under --out:
+`run` does, in order, and writes device_check.md and device_check.json under --out (after each step):
 1. the device tests (tests/test_device.py: the runner on the device, row invariance, every drafter and rule);
 2. a model of the real one's shapes with random weights (the real weights do not travel: 1 GB in bf16), loaded as
    `quickdraft.load` loads a target there, with the load's invariance check run on it, on the device;
-3. each recorded request replayed: every pass runs on that model, so it costs what the real model's passes cost
-   there, and returns the real model's recorded logits (ShadowScriptedRunner), so the drafters and the sizer draft,
-   verify and accept what they would with the real model: quickdraft plain, prediction and lookup; and transformers'
-   generate on the same weights and card (plain greedy, prompt lookup), its logits replaced by the recording's the
-   same way (a forward hook). Every output is compared with the recording, token for token.
+3. each job once on 16 tokens, untimed (warm-up);
+4. plain decoding per token, quickdraft against transformers' generate, alternating, nothing scripted (per_token);
+5. exactness at the real shapes with nothing scripted: each tool's drafted output against its own plain greedy
+   output on the random weights (unscripted);
+6. each recorded request replayed, until --deadline-s: every pass runs on that model, so it costs what the real
+   model's passes cost there, and returns the real model's recorded logits (ShadowScriptedRunner), so the drafters
+   and the sizer draft, verify and accept what they would with the real model: quickdraft plain, prediction and
+   lookup; and transformers' generate on the same weights and card (plain greedy, prompt lookup), its logits
+   replaced by the recording's the same way (a forward hook). Every output is compared with the recording.
+
+The call that fits one lease (figures of the last one: docs/results/2026-11-27-gpu-h100/):
+
+    set -o pipefail; PYTHONUNBUFFERED=1 PYTHONPATH=src python3 -m quickdraft.bench.device_check run .device \
+        --device cuda --out $OUT --deadline-s 300 2>&1 | grep --line-buffered -v "model shards" | tee $OUT/log
 """
 
 from __future__ import annotations
@@ -186,7 +195,8 @@ def timed_quickdraft(g, r: dict, job: str, rounds: int) -> dict:
         res = fresh.generate(r["messages"], max_new_tokens=r["max_new_tokens"], prefix_reuse=False, **extra)
         runs.append(res)
     s = runs[0].stats
-    return {"decode_s": statistics.median(x.stats.decode_s for x in runs), "prefill_s": s.prefill_s,
+    return {"decode_s": statistics.median(x.stats.decode_s for x in runs),
+            "prefill_s": statistics.median(x.stats.prefill_s for x in runs),
             "total_s": statistics.median(x.stats.prefill_s + x.stats.decode_s for x in runs),
             "tokens": s.completion_tokens, "passes": s.target_passes, "accepted": s.accepted_prediction_tokens,
             "same": all(x.token_ids == r["output_ids"] for x in runs)}
@@ -282,7 +292,37 @@ def unscripted(g, hf, folder: Path, r: dict, dtype: str, device: str, tokens: in
     return lines + [""]
 
 
-def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, deadline_s: float | None = None) -> int:
+def per_token(g, hf, r: dict, tokens: int, rounds: int) -> list[str]:
+    """Plain greedy decoding per token, quickdraft against transformers' generate, nothing scripted or hooked, the two
+    alternating `rounds` times on the same prompt (the medians are compared): the cost of a one-token step, each
+    tool's own loop included."""
+    from transformers import GenerationConfig
+
+    x = torch.tensor([r["prompt_ids"]], device=hf.device)
+
+    def hf_seconds(n: int) -> float:
+        config = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=n, min_new_tokens=n,
+                                  eos_token_id=r["eos"], pad_token_id=r["eos"])
+        t = time.perf_counter()
+        with torch.inference_mode():
+            hf.generate(x, attention_mask=torch.ones_like(x), generation_config=config)
+        if hf.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t
+
+    ours, theirs = [], []
+    for _ in range(rounds):
+        res = g.generate(r["messages"], max_new_tokens=tokens, drafter="none", prefix_reuse=False)
+        ours.append(1000 * res.stats.decode_s / max(res.stats.completion_tokens - 1, 1))
+        theirs.append(1000 * (hf_seconds(tokens) - hf_seconds(1)) / (tokens - 1))
+    a, b = statistics.median(ours), statistics.median(theirs)
+    return [f"## Plain decoding per token, unscripted, {tokens} tokens, alternating, {rounds} rounds", "",
+            f"quickdraft {a:.1f} ms (runs {', '.join(f'{v:.1f}' for v in ours)}), transformers generate {b:.1f} ms "
+            f"(runs {', '.join(f'{v:.1f}' for v in theirs)}): ours / theirs {a / b:.2f}x", ""]
+
+
+def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, deadline_s: float | None = None,
+        check_tokens: int = 128) -> int:
     import quickdraft
     import transformers
     from transformers import AutoModelForCausalLM
@@ -330,7 +370,21 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         folder, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32).to(device).eval()
     t = time.perf_counter()
     warm_up(g, hf, recorded["requests"][0])
-    lines += [f"warm-up (each job once, 16 tokens, untimed): {time.perf_counter() - t:.1f} s", "",
+    lines += [f"warm-up (each job once, 16 tokens, untimed): {time.perf_counter() - t:.1f} s", ""]
+    same = True
+    try:  # first: short, and each answers a target on its own
+        lines += per_token(g, hf, recorded["requests"][0], check_tokens, 3)
+        print(lines[-2], flush=True)
+        u = unscripted(g, hf, folder, recorded["requests"][0], dtype, device, check_tokens)
+        report["unscripted"] = u
+        lines += u
+        same = "False |" not in "".join(line for line in u if line.startswith("| quickdraft"))
+    except Exception as error:  # reported, not fatal: the replays below still run
+        lines += [f"unscripted checks failed: {type(error).__name__}: {error}", ""]
+        print(lines[-2], flush=True)
+        same = False
+    save()
+    lines += ["## Replayed: the real model's recorded output, each pass on the device", "",
               "| request | job | end to end s | prefill s | decode s | decode ms a token | tokens | passes | accepted | "
               "same as recorded |", "|---|---|---|---|---|---|---|---|---|---|"]
     report["requests"] = []
@@ -359,16 +413,7 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         print(lines[-1], flush=True)
         save()
     lines.append("")
-    same = all(m["same"] for e in report["requests"] for m in e["jobs"].values())
-    try:
-        u = unscripted(g, hf, folder, recorded["requests"][0], dtype, device, 128)
-        report["unscripted"] = u
-        lines += u
-        same = same and "False |" not in "".join(l for l in u if l.startswith("| quickdraft"))
-    except Exception as error:  # reported, not fatal: the timings above stand
-        lines += [f"unscripted check failed: {type(error).__name__}: {error}", ""]
-        print(lines[-2], flush=True)
-        same = False
+    same = same and all(m["same"] for e in report["requests"] for m in e["jobs"].values())
     lines.append(f"total {time.perf_counter() - began:.0f} s")
     save()
     return 0 if same and (report["tests"] is None or report["tests"]["rc"] == 0) else 1
@@ -406,7 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.copytree(args.files, subset, dirs_exist_ok=True)
         (subset / "requests.json").write_text(json.dumps(recorded))
         args.files = subset
-    return run(args.files, args.device, args.out, args.rounds, args.skip_tests, args.deadline_s)
+    return run(args.files, args.device, args.out, args.rounds, args.skip_tests, args.deadline_s,
+               min(128, args.max_new_tokens or 128))
 
 
 if __name__ == "__main__":
