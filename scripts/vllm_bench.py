@@ -51,7 +51,7 @@ from quickdraft.cpu import describe
 from quickdraft.vllm.serve import cpu_settings, launched, vllm_python, wait_ready
 
 PORT = 8391
-EDITS = ("refactor", "edit_eval")
+EDITS = ("refactor", "edit_eval", "apply_edit_eval", "apply_refactor")  # workloads with a prediction
 
 
 def tasks(limit: int, names: list[str], skip: int = 0) -> list[tuple[str, W.Task]]:
@@ -122,17 +122,24 @@ def run_server(config: str, argv: list[str], methods: list[str], work: list, arg
                       + (f", identical {sum(same)}/{len(same)}" if same else ""), file=sys.stderr, flush=True)
 
 
+ENGINE_METHODS = {  # the "quickdraft" server's methods: quickdraft's own engine in this process
+    "qd-prediction": lambda task: {"prediction": task.prediction},
+    "qd-prediction+lookup": lambda task: {"prediction": task.prediction, "drafter": "prediction+lookup"},
+    "qd-lookup": lambda task: {"drafter": "lookup"},
+}
+
+
 def run_engine(work: list, args, sink) -> None:
     import quickdraft
 
     gen = quickdraft.load(args.model, progress=False)
     gen.runner.reuse_prefix = args.prefix_caching  # as vLLM's prefix caching: off unless --prefix-caching
     gen.generate(work[0][1].messages, drafter="none", max_new_tokens=8)  # warm up
-    for method in ("qd-prediction", "qd-lookup"):
+    for method in args.engine_methods.split(","):
         for name, task in work:
-            if method == "qd-prediction" and name not in EDITS:
+            if method.startswith("qd-prediction") and name not in EDITS:
                 continue
-            options = {"prediction": task.prediction} if method == "qd-prediction" else {"drafter": "lookup"}
+            options = ENGINE_METHODS[method](task)
             t0 = time.perf_counter()
             res = gen.generate(task.messages, max_new_tokens=args.max_new_tokens, **options)
             seconds = time.perf_counter() - t0
@@ -229,6 +236,8 @@ def main() -> None:
     p.add_argument("--servers", default="vllm-plain,vllm-ngram,vllm-quickdraft,quickdraft")
     p.add_argument("--quickdraft-methods", default="vllm+qd-prediction,vllm+qd-lookup",
                    help="methods on the quickdraft servers (also vllm+qd-prediction+lookup)")
+    p.add_argument("--engine-methods", default="qd-prediction,qd-lookup",
+                   help="methods of the quickdraft server (its own engine): " + ", ".join(ENGINE_METHODS))
     p.add_argument("--prefix-caching", action="store_true", help="leave vLLM's prefix caching on (default: off)")
     p.add_argument("--vllm-env", default="", help="KEY=VALUE ... set for every vLLM server (e.g. VLLM_CPU_NUM_OF_RESERVED_CPU=0, "
                    "LD_PRELOAD=...: docs/vllm.md, 'vLLM's own CPU settings')")
