@@ -1,9 +1,10 @@
-"""Fast apply: merge a lazy edit snippet into a file, the file as the prediction.
+"""Fast apply: merge a lazy edit snippet into a file, the merge the snippet describes as the prediction.
 
 The snippet (the kind an editor's chat model writes) shows only the changed code; `# ... existing code ...`
-stands for the rest. The model writes the whole merged file: most of it is the original file, drafted from
-the prediction; the snippet's new lines are drafted by prompt lookup. The output is the same as plain greedy
-decoding would give, sooner. The default model is small: it may merge part of a snippet only (one run here
+stands for the rest. The model writes the whole merged file. The prediction is the merge guessed from the
+snippet (`prompts.merged_guess`: each marker filled with the file's lines it stands for), so where the model
+merges as asked every token is drafted; where it departs, prompt lookup drafts from the file and the snippet.
+The output is the same as plain greedy decoding would give, sooner. The default model is small: it may merge part of a snippet only (one run here
 added the KeyError check but not remove(), and dropped the module docstring); the speed is the point.
 
     .venv/bin/python examples/apply_snippet.py

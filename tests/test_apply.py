@@ -6,7 +6,7 @@ import pytest
 
 from quickdraft.bench import apply, workloads
 from quickdraft.bench.apply import MARKER, lazy_snippet, marker_line
-from quickdraft.prompts import apply_request, edit_request
+from quickdraft.prompts import apply_request, edit_request, fence, merged_guess
 
 FILE = "\n".join(f"line{i}" for i in range(20))  # line0 .. line19
 
@@ -81,9 +81,45 @@ def test_line_edits_round_trip():
     assert apply.line_edits(FILE, FILE) == []
 
 
+def _insert(text: str, i: int, new: str) -> str:
+    lines = text.splitlines()
+    return "\n".join(lines[:i] + [new] + lines[i:])
+
+
+def _delete(text: str, i: int) -> str:
+    lines = text.splitlines()
+    return "\n".join(lines[:i] + lines[i + 1:])
+
+
+@pytest.mark.parametrize("edited", [
+    _edit(FILE, 10, "X"), _edit(FILE, 0, "X"), _edit(FILE, 19, "X"), _edit(_edit(FILE, 3, "X"), 15, "Y"),
+    _insert(FILE, 8, "NEW"), _insert(FILE, 0, "NEW"), _delete(FILE, 12), _delete(FILE, 0), _delete(FILE, 19)])
+@pytest.mark.parametrize("context", [1, 2])
+def test_the_merged_guess_is_the_edit_a_lazy_snippet_describes(edited, context):
+    snippet = lazy_snippet(FILE, edited, context=context)
+    assert MARKER in snippet
+    assert merged_guess(FILE, snippet) == edited
+
+
+def test_a_snippet_that_cannot_be_placed_has_no_guess_and_the_prediction_is_the_file():
+    snippet = "# ... existing code ...\nnot in the file\nline5\n# ... existing code ..."
+    assert merged_guess(FILE, snippet) is None
+    out_of_order = "# ... existing code ...\nline9\nline10\n# ... existing code ...\nline3\nline4\n# ... existing code ..."
+    assert merged_guess(FILE, out_of_order) is None
+    assert apply_request(FILE, snippet)[1] == fence(FILE)
+
+
+def test_apply_request_predicts_the_merge():
+    original = "def f():\n    x = 1\n    y = 2\n    z = 3\n    return x\n"
+    snippet = "# ... existing code ...\n    y = 2\n    z = 4\n    return x"
+    message, prediction = apply_request(original, snippet, "f.py")
+    assert prediction == "```python\ndef f():\n    x = 1\n    y = 2\n    z = 4\n    return x\n```"
+    assert message.startswith(fence(original, "f.py"))
+
+
 def test_apply_request_puts_the_file_first_and_the_instruction_last():
     original = "def f():\n    return 1\n"
-    snippet = "# ... existing code ...\n    return 2"
+    snippet = "# ... existing code ...\n    return 2"  # its one line is not in the file: the prediction is the file
     message, prediction = apply_request(original, snippet, "f.py")
     assert prediction == edit_request("x", original, "f.py")[1] == "```python\ndef f():\n    return 1\n```"
     assert message.startswith(prediction)
@@ -103,13 +139,18 @@ def test_apply_edit_eval_tasks(data):
     tasks = list(workloads.WORKLOADS["apply_edit_eval"].load(data, None))
     assert len(tasks) == 82  # the EditEval rows whose snippet elides something
     assert workloads.WORKLOADS["apply_edit_eval"].has_prediction
-    for t in tasks:
-        content = t.messages[0]["content"]
-        assert t.id.startswith("apply-EditEval/") and content.startswith(t.prediction)
-        assert "# ... existing code ..." in content.split(t.prediction, 1)[1]
-    assert [t.id for t in workloads.apply_edit_eval(data, 3)] == [t.id for t in tasks[:3]]
     cases = list(apply.edit_eval_cases(data))
+    assert [t.id for t in tasks] == [c.id for c in cases]
+    for c, t in zip(cases, tasks):
+        content = t.messages[0]["content"]
+        assert t.id.startswith("apply-EditEval/") and content.startswith(fence(c.original, c.filename))
+        assert "# ... existing code ..." in content.split(fence(c.original, c.filename), 1)[1]
+        assert t.prediction == fence(merged_guess(c.original, c.snippet) or c.original, c.filename)
+    assert [t.id for t in workloads.apply_edit_eval(data, 3)] == [t.id for t in tasks[:3]]
     assert all(c.original != c.edited and MARKER in c.snippet for c in cases)
+    # the guess is the intended file (up to blank lines at its end) for nearly every snippet
+    right = [c for c in cases if (merged_guess(c.original, c.snippet) or "").rstrip() == c.edited.rstrip()]
+    assert len(right) >= 0.9 * len(cases)
 
 
 def test_apply_refactor_tasks(data):
@@ -118,7 +159,8 @@ def test_apply_refactor_tasks(data):
     tasks = list(workloads.WORKLOADS["apply_refactor"].load(data, None))
     assert [t.id for t in tasks] == [c.id for c in cases]
     for c, t in zip(cases, tasks):
-        assert t.prediction == f"```python\n{c.original.rstrip()}\n```" and t.messages[0]["content"].startswith(t.prediction)
+        assert t.prediction == fence(merged_guess(c.original, c.snippet) or c.original, c.filename)
+        assert t.messages[0]["content"].startswith(fence(c.original, c.filename))
         assert MARKER in c.snippet and len(c.snippet) < len(c.edited)
 
 

@@ -19,7 +19,8 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Iterator
 
-MARKER = "... existing code ..."
+from ..prompts import MARKER
+
 # a language's comment form (prefix, suffix), by file extension; language names map to an extension
 COMMENTS = {**dict.fromkeys((".py", ".sh", ".rb", ".pl", ".r", ".yaml", ".yml", ".toml"), ("#", "")),
             **dict.fromkeys((".js", ".jsx", ".ts", ".tsx", ".c", ".h", ".cc", ".cpp", ".hpp", ".java", ".go", ".rs",
