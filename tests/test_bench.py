@@ -83,9 +83,13 @@ def test_smoke_every_workload_and_method(smoke_run, data):
     assert {"plain", "prediction", "prediction-openai", "prediction+lookup", "lookup", "draft-model", "ouroboros",
             "hf-plain", "hf-prompt-lookup", "hf-assisted", "plain-sampled", "draft-model-sampled"} <= ran
     per_workload = {w: {r["task"] for r in rows if r["workload"] == w} for w in workloads.WORKLOADS}
-    # 2 tasks each, where a workload has 2 (apply_refactor has 1 recorded answer: bench/apply.py)
-    assert {w: len(t) for w, t in per_workload.items()} == {
-        w: len(list(wl.load(data, 2))) for w, wl in workloads.WORKLOADS.items()}, per_workload
+    # 2 tasks each, but for a prompt longer than the tiny model's 8192 positions (apply_refactor's second, a whole
+    # file and its edit snippet): that task is skipped with a note, and the rest of the run goes on
+    too_long = {w: {t.id for t in wl.load(data, 2) if f"{w}/{t.id}: skipped: the prompt has" in notes}
+                for w, wl in workloads.WORKLOADS.items()}
+    assert too_long["apply_refactor"], notes
+    assert per_workload == {w: {t.id for t in wl.load(data, 2)} - too_long[w]
+                            for w, wl in workloads.WORKLOADS.items()}, per_workload
     # Prediction methods only where there is a prediction.
     assert {r["workload"] for r in rows if r["method"].startswith("prediction")} == {
         "edit_eval", "refactor", "apply_edit_eval", "apply_refactor"}

@@ -188,10 +188,15 @@ def _loop(session: Session, config: BenchConfig, todo: list[tuple], references: 
         for workload, task, repeat, method in _ordered(todo, references):
             key = (workload, task.id)
             if key not in prompt_lengths:
-                prompt_lengths[key] = n_prompt = len(session.prompt_ids(task.messages))
-                if max_context - n_prompt < config.max_new_tokens:
-                    note(f"{workload}/{task.id}: skipped: the prompt has {n_prompt} tokens and the model's context "
-                         f"{max_context}, leaving no room for {config.max_new_tokens} new tokens")
+                try:
+                    prompt_lengths[key] = n_prompt = len(session.prompt_ids(task.messages))
+                except QuickdraftError as e:  # a prompt the model refuses (longer than its context): this task only
+                    prompt_lengths[key] = max_context
+                    note(f"{workload}/{task.id}: skipped: {e}")
+                else:
+                    if max_context - n_prompt < config.max_new_tokens:
+                        note(f"{workload}/{task.id}: skipped: the prompt has {n_prompt} tokens and the model's "
+                             f"context {max_context}, leaving no room for {config.max_new_tokens} new tokens")
             if max_context - prompt_lengths[key] < config.max_new_tokens:
                 bar.update(1)
                 continue
