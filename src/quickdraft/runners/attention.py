@@ -33,6 +33,8 @@ masked keys follow. n-token passes against one-token decoding at every cache len
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 NAME = "quickdraft_grouped"
@@ -53,19 +55,29 @@ def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: tor
 
     count: keys_t and value hold `count` keys and then padding, P keys in all, a multiple of SOFTMAX_BLOCK (any
     finite numbers: they get weight 0). The products then have a new shape every SOFTMAX_BLOCK cached tokens
-    instead of every token, and oneDNN makes a kernel for each new shape (runners/lean.py, KeyBuffers)."""
+    instead of every token, and oneDNN makes a kernel for each new shape (runners/lean.py, KeyBuffers); the
+    scores are scaled and masked in place, in the product's own rows."""
     b, Hkv, R, _ = q.shape
-    L = keys_t.shape[-1] if count is None else count
-    width = L + (-L) % SOFTMAX_BLOCK if count is None else keys_t.shape[-1]  # P padded
-    if width % SOFTMAX_BLOCK or width < L:
-        raise ValueError(f"padded keys: {width} in all for {L} keys, not whole blocks of {SOFTMAX_BLOCK}")
+    if _power_of_two(scaling):  # q * scaling is exact: the same bits as scaling every score, with R D products
+        q, scaling = q * scaling, None
     scores = torch.matmul(q, keys_t)  # [b, Hkv, R, L], or [b, Hkv, R, P] padded
-    # scaled and masked in place in rows padded with -inf keys to whole SOFTMAX_BLOCKs (no padded copy). Scaling
-    # and masking stay two roundings: add(alpha=scaling) rounds otherwise, and a pass without a mask (one token)
-    # must get the bits of one with it.
-    logits = scores.new_empty(b, Hkv, R, width)  # [b, Hkv, R, L rounded up, or P]
-    logits[..., L:] = float("-inf")
-    torch.mul(scores[..., :L], scaling, out=logits[..., :L])
+    if count is not None:  # whole SOFTMAX_BLOCKs of padded keys: scaled and masked in place
+        L, width, logits = count, keys_t.shape[-1], scores  # [b, Hkv, R, P]
+        if width % SOFTMAX_BLOCK or width < L:
+            raise ValueError(f"padded keys: {width} in all for {L} keys, not whole blocks of {SOFTMAX_BLOCK}")
+        logits[..., L:] = float("-inf")
+        if scaling is not None:
+            logits[..., :L].mul_(scaling)
+    else:  # rows padded with -inf keys to whole SOFTMAX_BLOCKs, the scores scaled into them (no padded copy)
+        L = keys_t.shape[-1]
+        logits = scores.new_empty(b, Hkv, R, L + (-L) % SOFTMAX_BLOCK)  # [b, Hkv, R, L rounded up]
+        logits[..., L:] = float("-inf")
+        if scaling is None:
+            logits[..., :L] = scores
+        else:
+            torch.mul(scores, scaling, out=logits[..., :L])
+    # Scaling and masking stay two roundings: add(alpha=scaling) rounds otherwise, and a pass without a mask (one
+    # token) must get the bits of one with it.
     if mask is not None:  # broadcast over the G query heads of a group: [b, Hkv, G, n, L]
         logits.view(b, Hkv, groups, R // groups, -1)[..., :L].add_(mask)
     # float32 softmax rounded to q's dtype: torch's bf16 softmax computes in float32 and rounds once, in one pass
@@ -81,6 +93,12 @@ def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: tor
     for start in range(VALUE_BLOCK, W, VALUE_BLOCK):
         out += torch.matmul(weights[..., start : start + VALUE_BLOCK], value[:, :, start : start + VALUE_BLOCK])
     return out.to(q.dtype)
+
+
+def _power_of_two(x: float) -> bool:
+    """Whether scaling by x is exact in floating point (head sizes 16, 64, 256: 1/4, 1/8, 1/16)."""
+    m, _ = math.frexp(x)
+    return x > 0 and m == 0.5
 
 
 # What some models hand the attention beyond query, keys, values, mask and scaling, which these functions do not
