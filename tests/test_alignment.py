@@ -300,3 +300,28 @@ def test_prompt_lookup_docstring_example():
     again = PromptLookupDrafter()
     again.begin([3, 4, 1, 2, 7, 3, 4, 1])
     assert again.propose([3, 4, 1, 2, 7, 3, 4, 1], budget=3).tokens == (2, 7, 3)
+
+
+def test_prediction_or_lookup_takes_lookup_after_a_weak_reanchor():
+    """prediction+lookup (build.PredictionOrLookup): after the output leaves the prediction for text the prompt holds,
+    and the prediction re-anchors on a single token of it (9), lookup's 3-gram match (60 61 9) drafts the prompt's
+    continuation; FirstOf would have drafted the prediction's (10 11 ...). The output is the script either way."""
+    from quickdraft.drafters.base import FirstOf
+    from quickdraft.drafters.build import PredictionOrLookup, build_drafter
+    from quickdraft.drafters.prediction import PredictionDrafter
+    from quickdraft.engine import Limits, generate
+    from quickdraft.runners.scripted import ScriptedRunner
+
+    prompt = [40, 41, 60, 61, 9, 62, 63, 64, 65, 66, 42]
+    prediction = list(range(1, 31))
+    script = [1, 2, 3, 4, 5, 60, 61, 9, 62, 63, 64, 65, 66, 7, 8]
+    assert isinstance(build_drafter("prediction+lookup", prediction), PredictionOrLookup)
+    sources = {}
+    for name, drafter in (("either", PredictionOrLookup(PredictionDrafter(prediction), PromptLookupDrafter())),
+                          ("first", FirstOf([PredictionDrafter(prediction), PromptLookupDrafter()]))):
+        steps = list(generate(ScriptedRunner(script, 100, 99), prompt, Limits(100, frozenset({99})), drafter))
+        assert [t for s in steps for t in s.tokens] == script
+        after_nine = next(i for i, s in enumerate(steps) if s.tokens[-1] == 9) + 1  # the pass after 9 was written
+        sources[name] = steps[after_nine].verdict.draft
+    assert sources["either"].source == "lookup" and sources["either"].tokens[:5] == (62, 63, 64, 65, 66)
+    assert sources["first"].source == "prediction" and sources["first"].tokens[0] == 10

@@ -5,7 +5,7 @@ here, so the same request gets the same drafter objects whichever engine verifie
 builds the drafters that need nothing but tokens (prediction, prompt lookup, both, none); the ones that
 need a second model (draft-model, ouroboros) are built by the Generator, which owns that model.
 
-    >>> build_drafter("prediction+lookup", prediction_ids=[5, 6, 7])   # FirstOf(prediction, lookup)
+    >>> build_drafter("prediction+lookup", prediction_ids=[5, 6, 7])   # PredictionOrLookup
     >>> build_drafter("auto", prediction_ids=None)                    # PromptLookupDrafter
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Literal, Sequence, get_args
 
+from ..core import Draft
 from ..errors import QuickdraftError
 from .base import Drafter, FirstOf, NoDrafter
 from .lookup import LookupConfig, PromptLookupDrafter
@@ -49,6 +50,28 @@ def resolve_auto(drafter: str, has_prediction: bool, has_draft_model: bool) -> s
     return "prediction" if has_prediction else "draft-model" if has_draft_model else "lookup"
 
 
+class PredictionOrLookup(FirstOf):
+    """prediction+lookup: the prediction's draft, else prompt lookup's (FirstOf), except right after the prediction
+    re-anchored on fewer tokens of agreement than lookup's shortest match (min_ngram): there lookup's draft, where it
+    has one, rests on more evidence. That is where the output left the prediction for text the prompt holds, e.g. a
+    model that writes an edit snippet's own lines rather than the merged file. Replayed: docs/drafters.md#prediction-and-lookup.
+
+    Example: prediction "a b c d e f", prompt "... x y z w ...", output so far "a b x y z": the prediction lost its
+    place at x and re-anchored on one token at best, while lookup matches "x y z" and drafts "w ..."."""
+
+    def __init__(self, prediction: PredictionDrafter, lookup: PromptLookupDrafter):
+        super().__init__([prediction, lookup])
+        self.prediction, self.lookup = prediction, lookup
+
+    def propose(self, context: Sequence[int], budget: int) -> Draft:
+        p = self.prediction
+        if p.anchor is not None and p.agreed == 0 and p.run < self.lookup.config.min_ngram:
+            draft = self.lookup.propose(context, budget)
+            if len(draft):
+                return draft
+        return super().propose(context, budget)
+
+
 def build_drafter(drafter: str, prediction_ids: Sequence[int] | None, policy: str = "default",
                   lookup: LookupConfig = LookupConfig()) -> Drafter:
     """A fresh drafter (per request) for a name in TOKEN_DRAFTERS; prediction_ids: the prediction, tokenized.
@@ -65,11 +88,8 @@ def build_drafter(drafter: str, prediction_ids: Sequence[int] | None, policy: st
     if not isinstance(lookup, LookupConfig):
         raise QuickdraftError(f"lookup must be a LookupConfig; got {type(lookup).__name__}")
     config = PredictionConfig.for_policy(policy)  # validates the policy name
-    parts: list[Drafter] = []
-    if drafter in NEEDS_PREDICTION:
-        parts.append(PredictionDrafter(list(prediction_ids), config))
-    if drafter in ("lookup", "prediction+lookup"):
-        parts.append(PromptLookupDrafter(lookup))
-    if not parts:
-        return NoDrafter()
-    return parts[0] if len(parts) == 1 else FirstOf(parts)
+    if drafter == "prediction+lookup":
+        return PredictionOrLookup(PredictionDrafter(list(prediction_ids), config), PromptLookupDrafter(lookup))
+    if drafter == "prediction":
+        return PredictionDrafter(list(prediction_ids), config)
+    return PromptLookupDrafter(lookup) if drafter == "lookup" else NoDrafter()
