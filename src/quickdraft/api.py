@@ -167,8 +167,9 @@ class Generator:
         DecodeOptions' fields, in short (options.py has each rule):
         drafter: "auto" drafts from the prediction when one is given, else with the draft model if one is
         loaded, else by prompt lookup; "prediction", "lookup", "prediction+lookup" (prediction first,
-        lookup where it has nothing or has just re-anchored on less evidence than lookup's match), "draft-model", "ouroboros" (the draft model drafting phrase by
-        phrase from a phrase pool, drafts lengthened by phrases verified as a tree; drafters/ouroboros.py)
+        lookup where it has nothing or has just re-anchored on less evidence than lookup's match),
+        "draft-model", "ouroboros" (the draft model drafting phrase by phrase from a phrase pool, drafts
+        lengthened by phrases verified as a tree; drafters/ouroboros.py)
         and "none" (plain decoding) pick one; a Drafter object drafts as it is.
         policy: "default" or "openai" (drafters/prediction.py). max_new_tokens, stop, chat.
         lookup / draft / ouroboros: the settings of those drafters. pool_scope: whose Ouroboros phrase

@@ -54,7 +54,8 @@ class PredictionOrLookup(FirstOf):
     """prediction+lookup: the prediction's draft, else prompt lookup's (FirstOf), except right after the prediction
     re-anchored on fewer tokens of agreement than lookup's shortest match (min_ngram): there lookup's draft, where it
     has one, rests on more evidence. That is where the output left the prediction for text the prompt holds, e.g. a
-    model that writes an edit snippet's own lines rather than the merged file. Replayed: docs/drafters.md#prediction-and-lookup.
+    model that writes an edit snippet's own lines rather than the merged file (replayed:
+    docs/drafters.md#prediction-and-lookup).
 
     Example: prediction "a b c d e f", prompt "... x y z w ...", output so far "a b x y z": the prediction lost its
     place at x and re-anchored on one token at best, while lookup matches "x y z" and drafts "w ..."."""
