@@ -33,7 +33,9 @@ for label, vllm_from, ours_from, methods in (
         ("sitting 1 (before PredictionOrLookup)", "e2e", "e2e", ["qd-prediction"]),
         ("sitting 1 (before PredictionOrLookup)", "e2e", "e2e-pl", ["qd-prediction+lookup"]),
         ("sitting 1, quickdraft again (after)", "e2e", "e2e-pl2", ["qd-prediction", "qd-prediction+lookup"]),
-        ("sitting 2 (after)", "sit2", "sit2", ["qd-prediction", "qd-prediction+lookup"])):
+        ("sitting 2 (after)", "sit2", "sit2", ["qd-prediction", "qd-prediction+lookup"]),
+        ("sitting 3 (after; quickdraft first, +lookup first)", "sit3", "sit3", ["qd-prediction", "qd-prediction+lookup"]),
+        ("sitting 4 (after)", "sit4", "sit4", ["qd-prediction", "qd-prediction+lookup"])):
     vllm = {r["task"]: r for r in rows(vllm_from) if r["server"] == "vllm-ngram"}
     for method in methods:
         ours = {r["task"]: r for r in rows(ours_from) if r["server"] == "quickdraft" and r["method"] == method}
