@@ -164,4 +164,4 @@ def test_apply_refactor_tasks(data):
         assert MARKER in c.snippet and len(c.snippet) < len(c.edited)
 
 
-APPLY_REFACTOR_TASKS = 10  # whole-file answers recorded in apply_refactor_edits.jsonl (35 tried)
+APPLY_REFACTOR_TASKS = 10  # whole-file answers recorded in apply_refactor_edits.jsonl (38 tried)

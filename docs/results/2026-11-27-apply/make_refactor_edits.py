@@ -20,6 +20,7 @@ from pathlib import Path
 
 import quickdraft
 from quickdraft.bench import apply, scoring, workloads
+from quickdraft.errors import QuickdraftError
 
 
 def whole_file(original: str, answer: str) -> bool:
@@ -48,13 +49,19 @@ def main() -> None:
         original = rows[task.id]["original_code"]
         budget = len(gen.tokenizer.encode(original, add_special_tokens=False)) + 256
         t = time.perf_counter()
-        result = gen.generate(task.messages, prediction=task.prediction, drafter="prediction", max_new_tokens=budget)
-        answer = scoring.extract_code(result.text)
-        why = ("stopped at the token limit" if result.finish_reason == "length"
-               else "no change" if answer.strip() == original.strip()
-               else "" if whole_file(original, answer) else "not a whole file")
-        print(task.id, result.finish_reason, result.stats.completion_tokens, f"{time.perf_counter() - t:.1f} s", why,
-              flush=True)
+        try:
+            result = gen.generate(task.messages, prediction=task.prediction, drafter="prediction",
+                                  max_new_tokens=budget)
+        except QuickdraftError as e:  # a prompt longer than the model's context: recorded, so the next run goes on
+            why = str(e)
+            print(task.id, why, flush=True)
+        else:
+            answer = scoring.extract_code(result.text)
+            why = ("stopped at the token limit" if result.finish_reason == "length"
+                   else "no change" if answer.strip() == original.strip()
+                   else "" if whole_file(original, answer) else "not a whole file")
+            print(task.id, result.finish_reason, result.stats.completion_tokens, f"{time.perf_counter() - t:.1f} s",
+                  why, flush=True)
         edits = None if why else apply.line_edits(original, answer if answer.endswith("\n") else answer + "\n")
         with open(args.out, "a") as f:
             f.write(json.dumps({"task_id": task.id, "model": "qwen2.5-coder-0.5b", "edits": edits, "skipped": why}) + "\n")
