@@ -182,22 +182,13 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
 def _loop(session: Session, config: BenchConfig, todo: list[tuple], references: dict, summary: Summary,
           bar: Any, note: Callable[[str], None]) -> None:
     overlaps: dict[tuple[str, str], tuple[float | None, float | None, int]] = {}
-    prompt_lengths: dict[tuple[str, str], int] = {}
-    max_context = session.gen.runner.max_context
+    fits: dict[tuple[str, str], bool] = {}  # (workload, task id) -> whether its prompt leaves room for the new tokens
     with open(config.out / RUNS_FILE, "a", encoding="utf-8") as sink:
         for workload, task, repeat, method in _ordered(todo, references):
             key = (workload, task.id)
-            if key not in prompt_lengths:
-                try:
-                    prompt_lengths[key] = n_prompt = len(session.prompt_ids(task.messages))
-                except QuickdraftError as e:  # a prompt the model refuses (longer than its context): this task only
-                    prompt_lengths[key] = max_context
-                    note(f"{workload}/{task.id}: skipped: {e}")
-                else:
-                    if max_context - n_prompt < config.max_new_tokens:
-                        note(f"{workload}/{task.id}: skipped: the prompt has {n_prompt} tokens and the model's "
-                             f"context {max_context}, leaving no room for {config.max_new_tokens} new tokens")
-            if max_context - prompt_lengths[key] < config.max_new_tokens:
+            if key not in fits:
+                fits[key] = _fits(session, config, workload, task, note)
+            if not fits[key]:
                 bar.update(1)
                 continue
             bar.set_postfix_str(f"{workload} {task.id[:24]} {method.name} r{repeat}", refresh=False)
@@ -214,6 +205,21 @@ def _loop(session: Session, config: BenchConfig, todo: list[tuple], references: 
                 bar.write(f"{RED}MISMATCH{RESET} {workload}/{task.id} {method.name} repeat {repeat}: output differs "
                           f"from {method.baseline} at token {row['first_divergence']}")
             bar.update(1)
+
+
+def _fits(session: Session, config: BenchConfig, workload: str, task: Any, note: Callable[[str], None]) -> bool:
+    """Whether the task's prompt leaves room for max_new_tokens in the model's context; a note says why not."""
+    max_context = session.gen.runner.max_context
+    try:
+        n_prompt = len(session.prompt_ids(task.messages))
+    except QuickdraftError as e:  # a prompt the model refuses (longer than its context)
+        note(f"{workload}/{task.id}: skipped: {e}")
+        return False
+    if max_context - n_prompt < config.max_new_tokens:
+        note(f"{workload}/{task.id}: skipped: the prompt has {n_prompt} tokens and the model's context {max_context}, "
+             f"leaving no room for {config.max_new_tokens} new tokens")
+        return False
+    return True
 
 
 def _stderr(message: str) -> None:

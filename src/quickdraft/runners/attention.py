@@ -61,21 +61,17 @@ def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: tor
     if _power_of_two(scaling):  # q * scaling is exact: the same bits as scaling every score, with R D products
         q, scaling = q * scaling, None
     scores = torch.matmul(q, keys_t)  # [b, Hkv, R, L], or [b, Hkv, R, P] padded
-    if count is not None:  # whole SOFTMAX_BLOCKs of padded keys: scaled and masked in place
-        L, width, logits = count, keys_t.shape[-1], scores  # [b, Hkv, R, P]
-        if width % SOFTMAX_BLOCK or width < L:
-            raise ValueError(f"padded keys: {width} in all for {L} keys, not whole blocks of {SOFTMAX_BLOCK}")
-        logits[..., L:] = float("-inf")
-        if scaling is not None:
-            logits[..., :L].mul_(scaling)
-    else:  # rows padded with -inf keys to whole SOFTMAX_BLOCKs, the scores scaled into them (no padded copy)
+    if count is None:  # rows padded with -inf keys to whole SOFTMAX_BLOCKs
         L = keys_t.shape[-1]
         logits = scores.new_empty(b, Hkv, R, L + (-L) % SOFTMAX_BLOCK)  # [b, Hkv, R, L rounded up]
-        logits[..., L:] = float("-inf")
-        if scaling is None:
-            logits[..., :L] = scores
-        else:
-            torch.mul(scores, scaling, out=logits[..., :L])
+        logits[..., :L] = scores
+    else:  # whole SOFTMAX_BLOCKs of padded keys already: the product's own rows
+        L, logits = count, scores  # [b, Hkv, R, P]
+        if logits.shape[-1] % SOFTMAX_BLOCK or logits.shape[-1] < L:
+            raise ValueError(f"padded keys: {logits.shape[-1]} in all for {L} keys, not whole blocks of {SOFTMAX_BLOCK}")
+    logits[..., L:] = float("-inf")
+    if scaling is not None:
+        logits[..., :L].mul_(scaling)
     # Scaling and masking stay two roundings: add(alpha=scaling) rounds otherwise, and a pass without a mask (one
     # token) must get the bits of one with it.
     if mask is not None:  # broadcast over the G query heads of a group: [b, Hkv, G, n, L]
