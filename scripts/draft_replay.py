@@ -68,6 +68,7 @@ CONFIGS: dict[str, tuple[bool, Callable]] = {
     "prediction growth 1": (True, lambda p: PredictionDrafter(p, PredictionConfig(growth=1))),
     "prediction max_draft 64": (True, lambda p: PredictionDrafter(p, PredictionConfig(max_draft=64))),
     "prediction no replacement": (True, lambda p: PredictionDrafter(p, PredictionConfig(replace_after=1 << 30))),
+    "prediction no substitution": (True, lambda p: PredictionDrafter(p, PredictionConfig(substitute=False))),
     "prediction+lookup 3-gram": (True, lambda p: FirstOf([PredictionDrafter(p, PredictionConfig()),
                                                           PromptLookupDrafter(LookupConfig(min_ngram=3))])),
     "longest of prediction and lookup 2-5-gram": (True, lambda p: Longest([PredictionDrafter(p, PredictionConfig()),

@@ -129,6 +129,62 @@ def test_one_replaced_token_in_a_repeated_run_costs_one_draft(policy, limit):
     assert stats.rejected_prediction_tokens <= limit
 
 
+# -- default policy: substitutions learned from one-token replacements ---------------------------------
+
+
+def test_substitution_docstring_example():
+    """prediction.py's example: the first Y (8 for 9) misses, b (2) confirms the replacement, and the rest is drafted
+    with 8 for every 9, in one pass."""
+    script, prediction = [1, 8, 2, 3, 8, 4, 5, 8, 6], [1, 9, 2, 3, 9, 4, 5, 9, 6]
+    stats, steps, out = run_scripted(script, prediction)
+    assert out == script
+    assert [s.verdict.draft.tokens for s in steps] == [tuple(prediction), (), (3, 8, 4, 5, 8, 6)]
+
+
+def indented(indent: int, lines: range) -> list[int]:
+    """Lines of 5 distinct tokens, each led by the indentation token `indent`."""
+    return [t for i in lines for t in (indent, *range(10 + 5 * i, 15 + 5 * i))]
+
+
+def test_a_reindented_block_misses_once():
+    """Every line of the output has indentation 2 where the prediction has 1: with substitutions the first line's
+    miss is the only one; without, every line misses."""
+    from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
+
+    prediction, script = indented(1, range(30)), indented(2, range(30))
+    misses = {}
+    for substitute in (True, False):
+        drafter = PredictionDrafter(prediction, PredictionConfig(substitute=substitute))
+        stats, steps, out = run_scripted(script, prediction, drafter=drafter)
+        assert out == script
+        misses[substitute] = sum(s.verdict.accepted < len(s.verdict.draft) for s in steps)
+    assert misses[True] == 1 < 20 < misses[False]
+
+
+def test_a_substitution_ends_where_the_output_keeps_the_token():
+    """The first 10 lines re-indented (2 for 1), the last 10 not: the first line of the second half misses (8 drafted
+    as 2, written as 1), the drafter drops 1 -> 2 and keeps its place: no re-anchoring, no further miss."""
+    from quickdraft.drafters.prediction import PredictionDrafter
+
+    prediction = indented(1, range(20))
+    script = indented(2, range(10)) + indented(1, range(10, 20))
+    drafter = PredictionDrafter(prediction)
+    stats, steps, out = run_scripted(script, prediction, drafter=drafter)
+    assert out == script
+    second = next(i for i, s in enumerate(steps) if s.verdict.accepted < len(s.verdict.draft) and s.tokens[-1] == 1)
+    assert sum(s.verdict.accepted < len(s.verdict.draft) for s in steps) == 2
+    assert drafter.subs == {} and steps[second + 1].verdict.draft.tokens[:2] == (10 + 5 * 10, 11 + 5 * 10)
+    assert drafter.realignments == 1  # only after the first miss
+
+
+def test_openai_policy_learns_no_substitution():
+    from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
+
+    drafter = PredictionDrafter(indented(1, range(30)), PredictionConfig.for_policy("openai"))
+    stats, steps, out = run_scripted(indented(2, range(30)), drafter.prediction, drafter=drafter)
+    assert out == indented(2, range(30)) and drafter.subs == {}
+
+
 # -- default policy: re-anchoring after an edit ----------------------------------------------------------
 
 

@@ -259,17 +259,18 @@ class Stream:
         spans = self.spans
         for step in steps:
             accepted = sum(step.from_draft)  # the step's tokens: the accepted draft, then the target's
-            follows = accepted if spans is None else spans.follows(step.tokens)  # those on the prediction first
-            at, at_follows = 0, 0 if spans is None else settled_length(text)
-            for end in sorted({accepted, follows, len(step.tokens)}):  # runs of one origin, and of one alignment
+            runs = [] if spans is None else spans.runs(step.tokens)  # those on the prediction
+            ends = {accepted, len(step.tokens), *(i1 for _, i1 in runs)}  # runs of one origin, and of one alignment
+            at, chars = 0, {0: settled_length(text)} if spans is not None else {}
+            for end in sorted(ends):
                 if end > at:
                     text.extend(step.tokens[at:end])
                     origins.add(len(text), end <= accepted)
-                    if spans is not None and end == follows:
-                        at_follows = settled_length(text)
+                    if spans is not None:
+                        chars[end] = settled_length(text)
                     at = end
             if spans is not None:
-                spans.step(step.tokens, len(step.verdict.tokens), follows, at_follows, settled_length(text), text)
+                spans.step(step.tokens, len(step.verdict.tokens), runs, chars, text)
             flags.extend(step.from_draft)
             if step.finish_reason:
                 finish = step.finish_reason

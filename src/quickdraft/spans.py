@@ -6,7 +6,8 @@ They come from the prediction drafter's alignment (drafters/prediction.py), step
     kept      output tokens that followed the prediction where the drafter had its place: with the anchor a before
               the step, the step's first tokens while they equal prediction[a], prediction[a + 1], ... (accepted
               draft tokens, a bonus token that happens to be the prediction's next, tokens the target produced one
-              at a time); and the tokens whose backward match let the drafter find its place again (re-entered at
+              at a time), except that a token the drafter followed through a learned substitution (a re-indented
+              line's indentation) is not kept, its text differing, and the tokens after it are; and the tokens whose backward match let the drafter find its place again (re-entered at
               j, the output's tokens since the last kept one that match the prediction's before j, read backward).
               A run after a re-entry stays kept once it reaches CONFIRM tokens, the prediction's end or the
               output's; a shorter one (a common token matched by chance) is taken back. A kept token's prediction
@@ -127,8 +128,8 @@ class Op(NamedTuple):
 class SpanTracker:
     """Follows one generation's prediction drafter step by step; the Stream hands out the spans as they become final.
 
-    Per step the Stream asks `follows(tokens)` (how many of the step's first tokens are on the prediction, from the
-    drafter's anchor before the step), extends its text there and at the step's end, and calls `step`. Work per step
+    Per step the Stream asks `runs(tokens)` (which of the step's tokens are on the prediction, from the drafter's
+    anchor before the step), extends its text at every run's end and at the step's end, and calls `step`. Work per step
     is O(its tokens), plus the prediction's offsets, decoded a token at a time up to the furthest place used.
     """
 
@@ -145,36 +146,52 @@ class SpanTracker:
         self._unconfirmed: tuple[int, ...] | None = None  # len(ops) and the bounds before an unconfirmed re-entry
         self._run = 0  # tokens kept since that re-entry
         self._next, self._sent = 0, 0  # the first op not yet handed out whole; output characters handed out
+        self._walked = 0  # tokens of the last runs() on the prediction, substituted ones included
 
-    def follows(self, tokens: Sequence[int]) -> int:
-        """How many of the step's first tokens equal the prediction's from the drafter's anchor on."""
-        a, i = self.anchor, 0
+    def runs(self, tokens: Sequence[int]) -> list[tuple[int, int]]:
+        """The step's runs [i0, i1) of tokens equal to the prediction's from the drafter's anchor on, in order: the
+        first from 0 where the step starts on the prediction. A token the drafter drafted through a learned substitution
+        (drafters/prediction.py: a re-indented line's indentation) ends a run and the next one starts after it."""
+        a, found, i, start = self.anchor, [], 0, 0
+        self._walked = 0
         if a is None:
-            return 0
-        while i < len(tokens) and a + i < len(self.ids) and self.ids[a + i] == tokens[i]:
+            return found
+        substituted = set(self.drafter.substituted)  # the drafter has seen the step
+        while i < len(tokens) and a + i < len(self.ids):
+            if tokens[i] != self.ids[a + i]:
+                if a + i not in substituted:
+                    break
+                if i > start:
+                    found.append((start, i))
+                start = i + 1
             i += 1
-        return i
+        if i > start:
+            found.append((start, i))
+        self._walked = i  # tokens the prediction covers, substituted ones included
+        return found
 
-    def step(self, tokens: Sequence[int], observed: int, follows: int, at_follows: int, at_end: int,
+    def step(self, tokens: Sequence[int], observed: int, runs: list[tuple[int, int]], chars: dict[int, int],
              text: IncrementalText) -> None:
-        """After a step: tokens, the first `follows` of them on the prediction; observed: how many tokens the drafter
-        saw (the verdict's, more than the step's where a stopping rule cut it); at_follows / at_end: the output's
-        settled length after the following tokens and after the step; text: the output's text."""
-        d, a, n = self.drafter, self.anchor, len(text.tokens)
-        if follows and max(a, self.pred_tok) < a + follows:  # tokens[:follows] are prediction[a : a + follows]
-            self._keep(max(a, self.pred_tok), a + follows, n - len(tokens) + follows, at_follows, text)
+        """After a step: tokens, with `runs` (from runs(tokens), before the step) on the prediction; observed: how many
+        tokens the drafter saw (the verdict's, more than the step's where a stopping rule cut it); chars: the output's
+        settled length after the step's first i tokens, for i at every run's end and at the step's end; text: the
+        output's text."""
+        d, a, n, walked = self.drafter, self.anchor, len(text.tokens), self._walked
+        for i0, i1 in runs:  # tokens[i0:i1] are prediction[a + i0 : a + i1]
+            if max(a + i0, self.pred_tok) < a + i1:
+                self._keep(max(a + i0, self.pred_tok), a + i1, n - len(tokens) + i1, chars[i1], text)
         if self._unconfirmed is not None:  # the run since a re-entry: confirmed, still open, or a false start
-            self._run += follows
-            if self._run >= CONFIRM or a + follows == len(self.ids):
+            self._run += walked
+            if self._run >= CONFIRM or a + walked == len(self.ids):
                 self._unconfirmed = None
-            elif follows < len(tokens):  # left the prediction again
+            elif walked < len(tokens):  # left the prediction again
                 del self.ops[self._unconfirmed[0] :]
                 _, self.pred_tok, self.out_tok, self.pred_char, self.out_char = self._unconfirmed
                 self._unconfirmed = None
         if d.realignments != self.realignments:  # the output re-entered the prediction at the drafter's new anchor
             self.realignments = d.realignments
             unconfirmed = (len(self.ops), self.pred_tok, self.out_tok, self.pred_char, self.out_char)
-            self._run = self.reenter(d.anchor - (observed - len(tokens)), at_end, text)  # less a stop's cut
+            self._run = self.reenter(d.anchor - (observed - len(tokens)), chars[len(tokens)], text)  # less a stop's cut
             self._unconfirmed = unconfirmed if 0 < self._run < CONFIRM else None
         self.anchor = d.anchor
 

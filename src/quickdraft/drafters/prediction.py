@@ -32,6 +32,13 @@ hint = 4 (e). No candidate ends with X, so the next step is plain and yields e; 
 j = 5 (f) with L = 1 near hint, so with recovery_threshold 1 the drafter re-anchors at 5 and
 drafts "fgh".
 
+Substitutions. Where the output left the prediction by writing one token Y in place of the prediction's X and then
+went on as the prediction does (a re-indented line, a renamed name), the drafter learns X -> Y and drafts Y wherever
+X comes next; the output writing X there again ends the substitution, without losing the anchor. A refactor that
+moves a method out of its class re-indents every line of it: each indentation token misses once, instead of once per
+line (replayed: docs/predicted-outputs.md#substitutions). Example (letters): prediction "aXbcXdeXf", output "aYbcYdeYf":
+the first Y misses; once b confirms the replacement, X -> Y is learned and "cYdeYf" is drafted in one piece.
+
 Policies:
   * "openai": what OpenAI's hosted service was measured to do (see docs/predicted-outputs.md):
     a fixed draft of at most 16 tokens per pass, and after the output departs from the prediction
@@ -72,6 +79,7 @@ class PredictionConfig:
     strong_ngram: int = 4  # n-gram length of the far (any distance) candidate index
     window: int = 64  # how far from hint a one-token match may re-anchor
     max_match: int = 64  # cap on backward match length when scoring candidates
+    substitute: bool = True  # learn one-token replacements and draft them where the token recurs (module docstring)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -84,7 +92,8 @@ class PredictionConfig:
     @classmethod
     def for_policy(cls, policy: Policy) -> "PredictionConfig":
         if policy == "openai":
-            return cls(policy="openai", initial_draft=16, min_draft=16, max_draft=16, recovery_threshold=32, max_match=32)
+            return cls(policy="openai", initial_draft=16, min_draft=16, max_draft=16, recovery_threshold=32, max_match=32,
+                       substitute=False)
         return cls(policy=policy)
 
 
@@ -110,6 +119,10 @@ class PredictionDrafter(Drafter):
         self.hint = 0
         self.fresh_from = 0  # output index from which tokens may count as evidence for a re-anchor
         self.realignments = 0  # times the anchor was found again after a departure
+        self.subs: dict[int, int] = {}  # prediction token -> the token the output writes in its place
+        self.substituted: list[int] = []  # prediction indexes the last step followed through a substitution
+        self._inverse: dict[int, int] = {}  # subs' values -> keys
+        self._pending: tuple[int, int, int, int] | None = None  # (prediction index, X, Y, output index) of a departure
 
     # -- proposing ---------------------------------------------------------------------------
     def draft_length(self) -> int:
@@ -121,6 +134,8 @@ class PredictionDrafter(Drafter):
             return EMPTY_DRAFT
         k = min(budget, self.draft_length())
         tokens = tuple(self.prediction[self.anchor : self.anchor + k])
+        if self.subs:
+            tokens = tuple(self.subs.get(t, t) for t in tokens)
         return Draft(tokens=tokens, source="prediction") if tokens else EMPTY_DRAFT
 
     # -- following the output ----------------------------------------------------------------
@@ -128,10 +143,16 @@ class PredictionDrafter(Drafter):
         new = verdict.tokens
         P = self.prediction
         self.replaced = False
+        n_out = len(context) - self.prompt_len  # output tokens after this step
+        self.substituted = []
         if self.anchor is not None:
             i = 0
-            while i < len(new) and self.anchor + i < len(P) and P[self.anchor + i] == new[i]:
+            while i < len(new) and self.anchor + i < len(P) and self._follows(P[self.anchor + i], new[i]):
+                if P[self.anchor + i] != new[i]:
+                    self.substituted.append(self.anchor + i)
                 i += 1
+            if i and self._pending is not None:
+                self._confirm(self.anchor, n_out - len(new))
             self.agreed += i
             if i == len(new):  # still on the prediction
                 self.anchor += i
@@ -142,6 +163,8 @@ class PredictionDrafter(Drafter):
                 self.anchor = None  # prediction used up; the output may still re-enter it
                 self.fresh_from = len(context) - self.prompt_len
             else:  # departed at new[i]: assume a same-length replacement until shown otherwise
+                if self.config.substitute and self.anchor + i < len(P):
+                    self._pending = (self.anchor + i, P[self.anchor + i], new[i], n_out - len(new) + i)
                 self.hint = self.anchor + len(new)
                 self.replaced = self.agreed >= self.config.replace_after
                 self.anchor = None
@@ -149,6 +172,29 @@ class PredictionDrafter(Drafter):
         else:
             self.hint += len(new)
         self._realign(context[self.prompt_len :])
+
+    def _follows(self, t: int, out: int) -> bool:
+        """Whether output token `out` follows prediction token t: t itself, or what a learned substitution drafts for
+        it. The output writing t where t's substitution was drafted ends the substitution."""
+        s = self.subs.get(t)
+        if s is None or out == s:
+            return out == t or out == s
+        if out == t:
+            del self.subs[t]
+            self._inverse.pop(s, None)
+            return True
+        return False
+
+    def _confirm(self, j: int, at: int) -> None:
+        """The output is back on the prediction at index j from output index `at` on: if it left it by writing one
+        token Y in place of the prediction's X just before, learn the substitution X -> Y."""
+        dp, X, Y, oi = self._pending
+        if j == dp + 1 and at == oi + 1:
+            if X in self.subs:
+                self._inverse.pop(self.subs[X], None)
+            self.subs[X] = Y
+            self._inverse[Y] = X
+            self._pending = None
 
     def _candidates(self, out: Sequence[int]) -> set[int]:
         c = self.config
@@ -158,10 +204,11 @@ class PredictionDrafter(Drafter):
             mid = bisect.bisect_left(far, self.hint)
             found.update(far[max(0, mid - 16) : mid + 16])  # nearest to hint first
         if out:
-            near = self._near.get(out[-1], [])
-            lo = bisect.bisect_left(near, self.hint - c.window)
-            hi = bisect.bisect_right(near, self.hint + c.window)
-            found.update(near[lo:hi])
+            for t in (out[-1] if out[-1] not in self.subs else None, self._inverse.get(out[-1])):
+                near = self._near.get(t, [])
+                lo = bisect.bisect_left(near, self.hint - c.window)
+                hi = bisect.bisect_right(near, self.hint + c.window)
+                found.update(near[lo:hi])
         return found
 
     def _match_length(self, out: Sequence[int], j: int) -> int:
@@ -169,7 +216,7 @@ class PredictionDrafter(Drafter):
         P, cap = self.prediction, max(self.config.max_match, self.config.recovery_threshold)
         cap = min(cap, len(out) - self.fresh_from)  # evidence seen since the alignment was lost
         L = 0
-        while L < cap and L < len(out) and L < j and P[j - 1 - L] == out[-1 - L]:
+        while L < cap and L < len(out) and L < j and out[-1 - L] == self.subs.get(P[j - 1 - L], P[j - 1 - L]):
             L += 1
         return L
 
@@ -177,6 +224,7 @@ class PredictionDrafter(Drafter):
         best_key, best_j, best_L = None, None, 0
         P = self.prediction
         scored = {j: self._match_length(out, j) for j in self._candidates(out) | {self.hint} if j < len(P)}
+        evidence = dict(scored)
         if self.replaced and self.hint in scored and not any(scored.get(self.hint + d) for d in (-1, 1)):
             scored[self.hint] = max(scored[self.hint], 1)  # a same-length replacement (module docstring)
         for j, L in scored.items():  # j < len(prediction): something is left to draft after j
@@ -186,5 +234,7 @@ class PredictionDrafter(Drafter):
             if best_key is None or key > best_key:
                 best_key, best_j, best_L = key, j, L
         if best_j is not None:
+            if self._pending is not None and evidence[best_j]:
+                self._confirm(best_j - evidence[best_j], len(out) - evidence[best_j])
             self.anchor, self.hint, self.run, self.agreed = best_j, best_j, best_L, 0
             self.realignments += 1
