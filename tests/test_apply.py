@@ -164,4 +164,50 @@ def test_apply_refactor_tasks(data):
         assert MARKER in c.snippet and len(c.snippet) < len(c.edited)
 
 
-APPLY_REFACTOR_TASKS = 10  # whole-file answers recorded in apply_refactor_edits.jsonl (38 tried)
+APPLY_REFACTOR_TASKS = 35  # 10 whole-file answers recorded in apply_refactor_edits.jsonl (38 tried), 25 moved
+
+
+SHAPES = """import math
+
+
+class Shape:
+    scale = 2
+
+    def area(self, r):
+        return math.pi * r * r
+
+    @staticmethod
+    def unit():
+        return 1
+
+    @classmethod
+    def make(cls):
+        return cls()
+
+    @property
+    def size(self):
+        return self.area(self.unit()) * Shape.unit() + self.scale
+
+    def both(self):
+        return self.area(1) + self.make().scale
+"""
+
+
+def test_move_method_out():
+    """The refactor done by moving lines: the method after the class, de-indented, its calls rewritten; a property
+    or a method referenced without a call is not moved."""
+    moved = apply.move_method_out(SHAPES, "Shape", "area")
+    assert "    def area" not in moved and "\n\n\ndef area(self, r):\n    return math.pi * r * r\n" in moved
+    assert "return area(self, unit()) * Shape.unit()" not in moved  # only area's calls change
+    assert "return area(self, self.unit()) * Shape.unit() + self.scale" in moved
+    assert "return area(self, 1) + self.make().scale" in moved and moved.endswith("return math.pi * r * r\n")
+    unit = apply.move_method_out(SHAPES, "Shape", "unit")
+    assert "staticmethod" not in unit and "\ndef unit():\n    return 1\n" in unit
+    assert "self.area(unit()) * unit() + self.scale" in unit
+    make = apply.move_method_out(SHAPES.replace("self.make()", "Shape.make()"), "Shape", "make")
+    assert "\ndef make(cls):\n    return cls()\n" in make and "classmethod" not in make
+    assert "return self.area(1) + make(Shape).scale" in make
+    assert apply.move_method_out(SHAPES, "Shape", "make") is None  # called through self: left to a person
+    assert apply.move_method_out(SHAPES, "Shape", "size") is None  # a property
+    assert apply.move_method_out(SHAPES.replace("self.area(1)", "self.area"), "Shape", "area") is None
+    assert apply.move_method_out(SHAPES, "Shape", "missing") is None and apply.move_method_out(SHAPES, "Nope", "area") is None

@@ -83,16 +83,35 @@ def test_smoke_every_workload_and_method(smoke_run, data):
     assert {"plain", "prediction", "prediction-openai", "prediction+lookup", "lookup", "draft-model", "ouroboros",
             "hf-plain", "hf-prompt-lookup", "hf-assisted", "plain-sampled", "draft-model-sampled"} <= ran
     per_workload = {w: {r["task"] for r in rows if r["workload"] == w} for w in workloads.WORKLOADS}
-    # 2 tasks each, but for a prompt longer than the tiny model's 8192 positions (apply_refactor's second, a whole
-    # file and its edit snippet): that task is skipped with a note, and the rest of the run goes on
+    # 2 tasks each, but for a prompt longer than the tiny model's 8192 positions: skipped with a note (test_fits)
     too_long = {w: {t.id for t in wl.load(data, 2) if f"{w}/{t.id}: skipped: the prompt has" in notes}
                 for w, wl in workloads.WORKLOADS.items()}
-    assert too_long["apply_refactor"], notes
     assert per_workload == {w: {t.id for t in wl.load(data, 2)} - too_long[w]
                             for w, wl in workloads.WORKLOADS.items()}, per_workload
     # Prediction methods only where there is a prediction.
     assert {r["workload"] for r in rows if r["method"].startswith("prediction")} == {
         "edit_eval", "refactor", "apply_edit_eval", "apply_refactor"}
+
+
+def test_fits():
+    """A task whose prompt leaves no room for max_new_tokens, or that the model refuses, is skipped with a note
+    saying why (harness._loop then goes on with the next task)."""
+    from types import SimpleNamespace
+
+    from quickdraft.errors import QuickdraftError
+
+    def refuse(messages):
+        raise QuickdraftError("the prompt has 9000 tokens; the model's context is 8192")
+
+    def session(prompt_ids):
+        return SimpleNamespace(gen=SimpleNamespace(runner=SimpleNamespace(max_context=8192)), prompt_ids=prompt_ids)
+
+    config, task, notes = SimpleNamespace(max_new_tokens=512), SimpleNamespace(id="t1", messages=[]), []
+    assert harness._fits(session(lambda m: [1] * 7680), config, "refactor", task, notes.append)
+    assert not harness._fits(session(lambda m: [1] * 7681), config, "refactor", task, notes.append)
+    assert not harness._fits(session(refuse), config, "refactor", task, notes.append)
+    assert notes == ["refactor/t1: skipped: the prompt has 7681 tokens and the model's context 8192, leaving no room "
+                     "for 512 new tokens", "refactor/t1: skipped: the prompt has 9000 tokens; the model's context is 8192"]
 
 
 def test_smoke_exact_methods_identical_to_plain(smoke_run):

@@ -5,7 +5,8 @@ The request is the refactor workload's (prompts.edit_request); the file as predi
 same tokens as plain greedy decoding (quickdraft's exactness), only sooner. Smallest files first, until
 --budget-s runs out (bf16 weights, the load's default on the project's CPU). Every answer is recorded;
 one that is not a whole file (the model wrote only the moved function, or stopped at the token limit) as
-edits null with why, so the next run does not redo it.
+edits null with why, so the next run does not redo it. The workload uses the refactor done by moving lines
+(bench/apply.py move_method_out) for those.
 
     .venv/bin/python docs/results/2026-11-27-apply/make_refactor_edits.py --budget-s 540
 """

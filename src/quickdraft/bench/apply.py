@@ -7,13 +7,16 @@ benchmark's apply workloads build their snippets here from (original, edited) pa
     apply_edit_eval   EditEval: the code in its surrounding file (`context`, where there is one), before and
                       after (`input`, `output`); only rows whose snippet elides something
     apply_refactor    the Aider refactor set: the edited file is qwen2.5-coder-0.5b's own greedy answer to
-                      the refactor request, kept as line edits in apply_refactor_edits.jsonl beside this module
-                      (docs/results/2026-11-27-apply/make_refactor_edits.py made it); only whole-file answers
+                      the refactor request where it wrote a whole file, kept as line edits in
+                      apply_refactor_edits.jsonl beside this module (docs/results/2026-11-27-apply/
+                      make_refactor_edits.py made it), else the refactor done mechanically (move_method_out)
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -96,6 +99,61 @@ def apply_line_edits(original: str, edits: list[tuple[int, int, str]]) -> str:
     return "".join(a)
 
 
+def move_method_out(source: str, class_name: str, method: str) -> str | None:
+    """The Aider refactor request done by moving lines: `class_name.method` (a top-level class's) becomes a top-level
+    function of the same name right after the class, de-indented, and every `self.method(` call `method(self, `
+    (a classmethod's `cls.method(` and `Class.method(` `method(cls, ` and `method(Class, `; a staticmethod's
+    `method(`, its decorator dropped; `Class.method(` of a plain method `method(`). It does not
+    check that the program still works (a method found through getattr is not followed); the apply workload needs a
+    plausible edited file, not a correct program.
+
+    None where moving lines would not give valid code the same way: no such class at the file's top level or no such
+    method, the class's only member, another decorator (a property), a line indented less than the def (a string's
+    continuation), or a reference to the method that is not a call.
+    """
+    tree = ast.parse(source)
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    fn = cls and next((n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and n.name == method), None)
+    if fn is None or len(cls.body) == 1:
+        return None
+    decorators = [ast.unparse(d) for d in fn.decorator_list]
+    if decorators not in ([], ["staticmethod"], ["classmethod"]):
+        return None
+    receiver = {(): "self", ("staticmethod",): None, ("classmethod",): "cls"}[tuple(decorators)]
+    lines = source.splitlines(keepends=True)
+    moved = lines[fn.lineno - 1 : fn.end_lineno]  # the def's lines, a decorator dropped
+    if any(line.strip() and not line[: fn.col_offset].isspace() for line in moved):
+        return None
+    function = "".join(line[fn.col_offset :] if line.strip() else "\n" for line in moved)
+    start, end = min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1, fn.end_lineno
+    while end < len(lines) and not lines[end].strip() and start > 0 and not lines[start - 1].strip():
+        end += 1  # one blank line stays between the neighbours
+    rest = lines[:start] + lines[end:]
+    try:
+        cls_end = next(n.end_lineno for n in ast.parse("".join(rest)).body
+                       if isinstance(n, ast.ClassDef) and n.name == class_name)
+    except SyntaxError:
+        return None
+    after = "".join(rest[cls_end:]).lstrip("\n")
+    edited = "".join(rest[:cls_end]) + "\n\n" + function + ("\n\n" + after if after else "")
+    name, owner = re.escape(method), re.escape(class_name)
+    if receiver is None:
+        edited = re.sub(rf"\b(self|cls|{owner})\.{name}\(", f"{method}(", edited)
+    else:
+        edited = re.sub(rf"\b{owner}\.{name}\(", f"{method}(", edited) if receiver == "self" else edited
+        for caller, first in ((receiver, receiver), (owner, class_name)):  # self.m(x) -> m(self, x); Class.m(x) of
+            edited = re.sub(rf"\b{caller}\.{name}\(\s*\)", f"{method}({first})", edited)
+            edited = re.sub(rf"\b{caller}\.{name}\(", f"{method}({first}, ", edited)  # a classmethod: m(Class, x)
+    if re.search(rf"\b(self|cls|{owner})\.{name}\b", edited):
+        return None
+    try:
+        ast.parse(edited)
+    except SyntaxError:
+        return None
+    return edited
+
+
 # -- the workloads' cases ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -134,13 +192,15 @@ REFACTOR_EDITS = Path(__file__).with_name("apply_refactor_edits.jsonl")
 
 
 def refactor_cases(data: Path, edits_file: Path = REFACTOR_EDITS) -> Iterator[ApplyCase]:
-    """Refactor tasks with a recorded whole-file answer (edits_file; edits null: the answer was not one),
-    smallest file first."""
+    """Refactor tasks, smallest file first: the model's recorded whole-file answer where there is one (edits_file;
+    edits null: the answer was not one), else the refactor done mechanically (move_method_out), where it can be."""
     edits = {e["task_id"]: e["edits"] for e in _jsonl(edits_file) if e["edits"] is not None}
     rows = sorted(_jsonl(data / "aider_refactor" / "refactor_tasks.jsonl"), key=lambda r: r["original_chars"])
     for r in rows:
         if r["task_id"] in edits:
             edited = apply_line_edits(r["original_code"], [tuple(e) for e in edits[r["task_id"]]])
-            case = _case(f"apply-{r['task_id']}", r["filename"], r["original_code"], edited)
-            if case is not None:
-                yield case
+        else:
+            edited = move_method_out(r["original_code"], r["class_name"], r["method"])
+        case = None if edited is None else _case(f"apply-{r['task_id']}", r["filename"], r["original_code"], edited)
+        if case is not None:
+            yield case

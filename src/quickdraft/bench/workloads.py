@@ -12,7 +12,8 @@ Workloads (`WORKLOADS`, with the file each one reads under the data folder):
     edit_eval    EditEval code edits; prediction = the code before the edit
     refactor     Aider refactor set, whole files, smallest first; prediction = the original file
     apply_edit_eval, apply_refactor   a lazy edit snippet to merge into the file (bench/apply.py), from
-                 EditEval's edits and the model's own refactor answers; prediction = the original file
+                 EditEval's edits and refactors (the model's own answers, else the method moved by
+                 apply.move_method_out); prediction = the merge the snippet describes
 """
 
 from __future__ import annotations
@@ -127,12 +128,14 @@ def _apply_tasks(cases: Iterator[apply.ApplyCase], limit: int | None) -> Iterato
 
 
 def apply_edit_eval(data: Path, limit: int | None = None) -> Iterator[Task]:
-    """EditEval edits as lazy snippets to merge into the file (bench/apply.py); prediction = the file."""
+    """EditEval edits as lazy snippets to merge into the file (bench/apply.py); prediction = the merge the snippet
+    describes."""
     return _apply_tasks(apply.edit_eval_cases(data), limit)
 
 
 def apply_refactor(data: Path, limit: int | None = None) -> Iterator[Task]:
-    """The model's own refactor answers as lazy snippets to merge, smallest file first; prediction = the file."""
+    """Refactors (the model's own answers, else moved by apply.move_method_out) as lazy snippets to merge, smallest
+    file first; prediction = the merge the snippet describes."""
     return _apply_tasks(apply.refactor_cases(data), limit)
 
 
