@@ -7,8 +7,9 @@ They come from the prediction drafter's alignment (drafters/prediction.py), step
               the step, the step's first tokens while they equal prediction[a], prediction[a + 1], ... (accepted
               draft tokens, a bonus token that happens to be the prediction's next, tokens the target produced one
               at a time), except that a token the drafter followed through a learned substitution (a re-indented
-              line's indentation) is not kept, its text differing, and the tokens after it are; and the tokens whose backward match let the drafter find its place again (re-entered at
-              j, the output's tokens since the last kept one that match the prediction's before j, read backward).
+              line's indentation) is not kept, its text differing, and the tokens after it are; and the tokens
+              whose backward match let the drafter find its place again (re-entered at j, the output's tokens since
+              the last kept one that match the prediction's before j, read backward).
               A run after a re-entry stays kept once it reaches CONFIRM tokens, the prediction's end or the
               output's; a shorter one (a common token matched by chance) is taken back. A kept token's prediction
               index must lie past the last kept one's: where the output re-enters earlier in the prediction (it

@@ -92,8 +92,8 @@ class PredictionConfig:
     @classmethod
     def for_policy(cls, policy: Policy) -> "PredictionConfig":
         if policy == "openai":
-            return cls(policy="openai", initial_draft=16, min_draft=16, max_draft=16, recovery_threshold=32, max_match=32,
-                       substitute=False)
+            return cls(policy="openai", initial_draft=16, min_draft=16, max_draft=16, recovery_threshold=32,
+                       max_match=32, substitute=False)
         return cls(policy=policy)
 
 
@@ -121,7 +121,6 @@ class PredictionDrafter(Drafter):
         self.realignments = 0  # times the anchor was found again after a departure
         self.subs: dict[int, int] = {}  # prediction token -> the token the output writes in its place
         self.substituted: list[int] = []  # prediction indexes the last step followed through a substitution
-        self._inverse: dict[int, int] = {}  # subs' values -> keys
         self._pending: tuple[int, int, int, int] | None = None  # (prediction index, X, Y, output index) of a departure
 
     # -- proposing ---------------------------------------------------------------------------
@@ -181,7 +180,6 @@ class PredictionDrafter(Drafter):
             return out == t or out == s
         if out == t:
             del self.subs[t]
-            self._inverse.pop(s, None)
             return True
         return False
 
@@ -190,10 +188,7 @@ class PredictionDrafter(Drafter):
         token Y in place of the prediction's X just before, learn the substitution X -> Y."""
         dp, X, Y, oi = self._pending
         if j == dp + 1 and at == oi + 1:
-            if X in self.subs:
-                self._inverse.pop(self.subs[X], None)
             self.subs[X] = Y
-            self._inverse[Y] = X
             self._pending = None
 
     def _candidates(self, out: Sequence[int]) -> set[int]:
@@ -204,7 +199,9 @@ class PredictionDrafter(Drafter):
             mid = bisect.bisect_left(far, self.hint)
             found.update(far[max(0, mid - 16) : mid + 16])  # nearest to hint first
         if out:
-            for t in (out[-1] if out[-1] not in self.subs else None, self._inverse.get(out[-1])):
+            # prediction tokens drafted as out[-1]: itself unless substituted, and those substituted by it
+            drafted_as = [x for x, y in self.subs.items() if y == out[-1]]
+            for t in drafted_as + ([] if out[-1] in self.subs else [out[-1]]):
                 near = self._near.get(t, [])
                 lo = bisect.bisect_left(near, self.hint - c.window)
                 hi = bisect.bisect_right(near, self.hint + c.window)
