@@ -98,6 +98,16 @@ def on_device(device: str, arch: str = "qwen2", seed: int = 0) -> torch.nn.Modul
     return model
 
 
+
+def runner_on(model: torch.nn.Module) -> HFRunner:
+    """The runner as it runs on a GPU: its lean pass pads each pass's rows to whole blocks once (LeanPass.pad_rows,
+    which HFRunner sets on a GPU), here on the CPU too."""
+    runner = HFRunner(model)
+    if runner.device.type == "cpu":
+        runner.lean.pad_rows = runner.row_block
+    assert runner.lean.pad_rows == FIXED_ROWS
+    return runner
+
 def run(runner, prompt, drafter=None, n=N, **kw):
     stats = Stats()
     steps = list(generate(runner, prompt, Limits(n), drafter, stats=stats, **kw))
@@ -110,7 +120,7 @@ PROMPT = [(i * 37 + 11) % VOCAB for i in range(40)] + [5, 17, 33, 2, 71, 5, 17, 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_runner_lives_on_its_device_and_hands_logits_to_the_cpu(device):
     model = on_device(device)
-    runner = HFRunner(model)
+    runner = runner_on(model)
     assert runner.device.type == device and runner.row_block == FIXED_ROWS
     assert all(isinstance(parent, FixedRows) for parent, _, _ in linear_layers(model))  # every Linear in blocks
     runner.prefill(PROMPT)
@@ -123,7 +133,7 @@ def test_the_runner_lives_on_its_device_and_hands_logits_to_the_cpu(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_passes_are_row_invariant_on_the_device(device):
-    runner = HFRunner(on_device(device))
+    runner = runner_on(on_device(device))
     tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(120)]
     assert row_invariance(runner, tokens, (2, 5, 16, 17, 33, 65)) == 0.0
 
@@ -131,7 +141,7 @@ def test_passes_are_row_invariant_on_the_device(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_every_drafter_gives_plain_decodings_tokens_on_the_device(device):
     model = on_device(device)
-    runner = HFRunner(model)
+    runner = runner_on(model)
     plain, _ = run(runner, PROMPT, NoDrafter())
     partly = plain[:10] + [(t + 1) % VOCAB for t in plain[10:14]] + plain[14:]
     for name, drafter in {
@@ -140,8 +150,8 @@ def test_every_drafter_gives_plain_decodings_tokens_on_the_device(device):
         "prediction, wrong": PredictionDrafter([(t + 3) % VOCAB for t in plain], PredictionConfig()),
         "lookup": PromptLookupDrafter(LookupConfig()),
         "prediction+lookup": FirstOf([PredictionDrafter(partly, PredictionConfig()), PromptLookupDrafter(LookupConfig())]),
-        "draft model": DraftModelDrafter(HFRunner(on_device(device, seed=1)), VOCAB, SamplingParams(), DraftModelConfig()),
-        "ouroboros": OuroborosDrafter(HFRunner(model), PhrasePool(OuroborosConfig().pool), OuroborosConfig()),
+        "draft model": DraftModelDrafter(runner_on(on_device(device, seed=1)), VOCAB, SamplingParams(), DraftModelConfig()),
+        "ouroboros": OuroborosDrafter(runner_on(model), PhrasePool(OuroborosConfig().pool), OuroborosConfig()),
     }.items():
         out, stats = run(runner, PROMPT, drafter)
         assert out == plain, name
@@ -153,9 +163,9 @@ def test_sampling_and_mentored_decoding_run_on_the_device(device):
     """Speculative sampling and mentored decoding over logits a device computed: reproducible with a seed, and a
     draft that is the target itself is always accepted under speculative sampling (exactly its distribution)."""
     model = on_device(device)
-    runner = HFRunner(model)
+    runner = runner_on(model)
     sampling = SamplingParams(temperature=0.8, top_k=20, seed=7)
-    drafted = lambda: DraftModelDrafter(HFRunner(model), VOCAB, sampling, DraftModelConfig())  # noqa: E731
+    drafted = lambda: DraftModelDrafter(runner_on(model), VOCAB, sampling, DraftModelConfig())  # noqa: E731
     first, stats = run(runner, PROMPT, drafted(), sampling=sampling)
     again, _ = run(runner, PROMPT, drafted(), sampling=sampling)
     assert first == again and len(first) == N and stats.rejected_prediction_tokens == 0

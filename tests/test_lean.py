@@ -17,6 +17,8 @@ from quickdraft.drafters.prediction import PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.runners import attention, lean, load
 from quickdraft.runners.hf import HFRunner
+from quickdraft.runners.invariance import FIXED_ROWS, row_invariance
+from quickdraft.runners.kernels import FixedRows
 from quickdraft.runners.lean import LeanPass, agrees
 
 PARENTS = (-1, 0, 0, 2, 1, -1, 5, 6)  # a tree pass's draft: branches from the root, one forking
@@ -65,6 +67,35 @@ def test_lean_pass_gives_the_model_forwards_bits(arch, cached):
         assert a.shape == b.shape and torch.equal(a, b)
     assert agrees(runner, kept) and runner.lean is None  # agrees leaves the runner's path as it found it
 
+
+
+@pytest.mark.parametrize("arch", ["llama-bf16-fixed", "qwen2-bf16-fixed"])
+def test_padded_rows_give_the_same_bits_and_every_linear_whole_blocks(arch):
+    """LeanPass.pad_rows, as the runner runs on a GPU (here on the CPU): passes padded once to whole blocks give
+    the logits of the model's forward and of the lean pass whose Linears pad their own rows, bit for bit, stay
+    row-invariant, and every Linear of a decoding or verify pass gets whole blocks (pads nothing itself)."""
+    model = tiny_model(arch)
+    bf16_or_skip(model)
+    runner = HFRunner(model)
+    runner.lean.pad_rows = FIXED_ROWS  # what hf.HFRunner sets on a GPU
+    runner = load.lean_checked(runner)
+    assert runner.lean.pad_rows == FIXED_ROWS  # kept: the bits stay
+    rows = []  # rows each FixedRows layer was handed in blocks (prefill's passes run in one product)
+    hooks = [m.register_forward_pre_hook(lambda m, args: rows.append(args[0].shape[:-1].numel()) if m.in_blocks else None)
+             for m in model.modules() if isinstance(m, FixedRows)]
+    prompt = [(i * 13 + 5) % VOCAB for i in range(100)]
+    padded = passes(runner, prompt)
+    for hook in hooks:
+        hook.remove()
+    assert rows and all(r % FIXED_ROWS == 0 for r in rows)
+    assert row_invariance(runner, [(i * 7919 + 11) % VOCAB for i in range(150)], (2, 5, 17, 33, 65)) == 0.0
+    runner.lean.pad_rows = None
+    in_linears = passes(runner, prompt)
+    kept, runner.lean = runner.lean, None
+    in_model = passes(runner, prompt)
+    for a, b, c in zip(padded, in_linears, in_model):
+        assert a.shape == b.shape == c.shape and torch.equal(a, b) and torch.equal(a, c)
+    assert len(kept._rows) >= 2  # attention's output buffers, one per padded size, kept between passes
 
 def test_lean_pass_runs_every_decoding_pass_and_no_prefill(monkeypatch):
     """Every pass of a drafted generation goes through the lean pass, prefill through the model's forward (its own

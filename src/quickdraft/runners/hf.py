@@ -85,6 +85,10 @@ class HFRunner:
             self.prefill_attention = attention.prefill_here(model.dtype, model.device)
         # rows per product where every pass runs in fixed-size blocks (bf16 with AMX): the engine fits drafts to them
         self.row_block: int | None = max((m.rows for m in model.modules() if isinstance(m, FixedRows)), default=None)
+        # On a GPU, where a step costs its kernel launches more than its rows, the lean pass pads each pass to whole
+        # blocks once instead of in every Linear (lean.LeanPass.pad_rows; the load keeps it where the bits stay)
+        if self.lean is not None and self.row_block and self.device.type == "cuda":
+            self.lean.pad_rows = self.row_block
         # Trees need every layer's keys in one tensor per layer to pick a path from (sliding-window
         # layers keep a rolling buffer instead).
         self.supports_trees: bool = not any(getattr(layer, "is_sliding", False) for layer in self.cache.layers)

@@ -184,8 +184,11 @@ class FixedRows(_Wrapped):
             return self.linear(x)
         rows = x.shape[:-1].numel()
         blocks = -(-rows // self.rows)
-        padded = x.new_zeros(blocks * self.rows, x.shape[-1])  # [blocks * self.rows, in]
-        padded[:rows] = x.reshape(rows, x.shape[-1])
+        if rows % self.rows:  # the last block filled up with zero rows
+            padded = x.new_zeros(blocks * self.rows, x.shape[-1])  # [blocks * self.rows, in]
+            padded[:rows] = x.reshape(rows, x.shape[-1])
+        else:  # whole blocks already (a pass the lean pass padded: lean.LeanPass.pad_rows)
+            padded = x.reshape(rows, x.shape[-1])
         out = torch.cat([self.linear(block) for block in padded.split(self.rows)]) if blocks > 1 else self.linear(padded)
         return out[:rows].reshape(*x.shape[:-1], -1)  # out: [blocks * self.rows, out]
 

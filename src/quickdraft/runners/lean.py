@@ -25,6 +25,14 @@ weights the plumbing is a few percent of a small model's step, less of a larger 
 On the runner's own attention the pass can also keep the cache in KeyBuffers: no copy of the whole cache
 every step, and attention products whose shape changes every 64 tokens, not every token (measured:
 docs/runtime.md#padded-keys). The load turns that on where the logits stay the model forward's, bit for bit.
+
+Where every Linear computes in fixed-size row blocks (kernels.FixedRows: on a GPU) the pass can pad its rows once,
+`pad_rows`: the embeddings of a pass of n tokens get rows up to whole blocks (N rows), every Linear, norm and
+activation runs on all N (each row on its own, as every Linear's blocks already assume), and only attention and the
+cache see the n real rows; the logits of the n are returned. A Linear then finds whole blocks and pads nothing: on a
+GPU, where a step costs its kernel launches rather than its rows, that is two launches fewer per Linear
+(docs/gpu.md#what-is-exact-and-how). The runner turns it on there; the load keeps it where its logits stay the model
+forward's and the check passes with it.
 """
 
 from __future__ import annotations
@@ -59,6 +67,10 @@ class LeanPass:
         # where that keeps the model forward's bits and row invariance (load.lean_checked, exact_runner)
         self.pad_keys = False
         self.key_buffers = KeyBuffers()
+        # rows a pass is padded to whole blocks of, once, before the first layer (None: each FixedRows layer pads its
+        # own): set by the runner on a GPU (hf.HFRunner), kept by the load where the bits stay (load.lean_checked)
+        self.pad_rows: int | None = None
+        self._rows: dict[tuple, torch.Tensor] = {}  # (N, W, dtype, device) -> [1, N, W]: attention's output, padded
 
     @classmethod
     def for_model(cls, model: torch.nn.Module) -> LeanPass | None:
@@ -88,29 +100,33 @@ class LeanPass:
     def __call__(self, ids: torch.Tensor, cache, attention_mask: torch.Tensor | None = None,
                  position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """ids [1, n], an additive mask [1, 1, n, L] or None (causal), positions [1, n] or None -> logits [1, n, V]."""
+        n = ids.shape[1]
+        N = n + (-n) % self.pad_rows if self.pad_rows else n  # rows every Linear, norm and activation runs on
         x = self.base.embed_tokens(ids)  # [1, n, C]
+        if N > n:  # zero rows after the pass's own: rows of their own, whose numbers no real row reads
+            x = torch.nn.functional.pad(x, (0, 0, 0, N - n))  # [1, N, C]
         past = cache.get_seq_length()
         if position_ids is None:
-            position_ids = torch.arange(past, past + ids.shape[1], device=ids.device)[None]  # [1, n]
+            position_ids = torch.arange(past, past + n, device=ids.device)[None]  # [1, n]
         implementation = self.model.config._attn_implementation
         ours = implementation in attention.FUNCTIONS
         # one token of a linear pass sees every key: the model's mask would be 0 everywhere, which the runner's own
         # attention adds to no effect (SDPA gets the model's mask whatever it is: it picks its kernel by it)
         mask = None
-        if attention_mask is not None or ids.shape[1] > 1 or not ours:
-            mask = self.create_mask(config=self.model.config, inputs_embeds=x, attention_mask=attention_mask,
+        if attention_mask is not None or n > 1 or not ours:
+            mask = self.create_mask(config=self.model.config, inputs_embeds=x[:, :n], attention_mask=attention_mask,
                                     position_ids=position_ids, **{self._cache_kw: cache})
         cos, sin = self.base.rotary_emb(x, position_ids)  # [1, n, D] each
         attend = attention.FUNCTIONS[implementation] if ours else ALL_ATTENTION_FUNCTIONS[implementation]
         padded = ours and self.pad_keys and len(cache.layers) == len(self.layers)  # KeyBuffers
-        shape = (*x.shape[:-1], -1)
+        shape = (1, n, -1)
         for i, layer in enumerate(self.layers):
             a = layer.self_attn
-            h = layer.input_layernorm(x)  # [1, n, C]
-            heads = (*h.shape[:-1], -1, a.head_dim)
-            q = a.q_proj(h).view(heads).transpose(1, 2)  # [1, H, n, D]
-            k = a.k_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
-            v = a.v_proj(h).view(heads).transpose(1, 2)  # [1, Hkv, n, D]
+            h = layer.input_layernorm(x)  # [1, N, C]
+            heads = (1, n, -1, a.head_dim)
+            q = a.q_proj(h)[:, :n].view(heads).transpose(1, 2)  # [1, H, n, D]
+            k = a.k_proj(h)[:, :n].view(heads).transpose(1, 2)  # [1, Hkv, n, D]
+            v = a.v_proj(h)[:, :n].view(heads).transpose(1, 2)  # [1, Hkv, n, D]
             q, k = self.rotate(q, k, cos, sin)
             if padded:
                 k, v, count = self.key_buffers.append(i, cache.layers[i], k, v)  # [1, Hkv, P, D]: L keys, padding
@@ -118,9 +134,23 @@ class LeanPass:
             else:
                 k, v, extra = *cache.update(k, v, i), {}  # [1, Hkv, L, D]
             out, _ = attend(a, q, k, v, mask, dropout=0.0, scaling=a.scaling, **extra)  # [1, n, H, D]
-            x = x + a.o_proj(out.reshape(shape).contiguous())
+            out = out.reshape(shape).contiguous()  # [1, n, H D]
+            if N > n:  # into N rows: the pass's n, then rows no real row reads
+                rows = self._padded(N, out)  # [1, N, H D]
+                rows[:, :n] = out
+                out = rows
+            x = x + a.o_proj(out)  # [1, N, C]
             x = x + layer.mlp(layer.post_attention_layernorm(x))
-        return self.model.lm_head(self.base.norm(x))  # [1, n, V]
+        return self.model.lm_head(self.base.norm(x))[:, :n]  # [1, n, V]
+
+    def _padded(self, N: int, out: torch.Tensor) -> torch.Tensor:
+        """A zeroed [1, N, W] buffer of out's width, dtype and device, kept: each pass writes its attention output
+        into the first rows, and the rows after them hold zeros or an earlier pass's rows, finite either way, which
+        no real row reads."""
+        key = (N, out.shape[-1], out.dtype, out.device)
+        if key not in self._rows:
+            self._rows[key] = out.new_zeros(1, N, out.shape[-1])
+        return self._rows[key]
 
 
 class KeyBuffers:

@@ -41,13 +41,17 @@ def check_row_invariance(runner: HFRunner) -> float:
 def lean_checked(runner: HFRunner) -> HFRunner:
     """The runner, its lean pass dropped where the pass's logits are not the model forward's, bit for bit, on this
     model (lean.agrees: a one-token, a 5-token and a tree pass: a small part of a load's time). On the
-    runner's own attention it is tried with padded keys (lean.KeyBuffers) first, then without."""
+    runner's own attention it is tried with padded keys (lean.KeyBuffers) first, then without; where the runner
+    set padded rows (lean.LeanPass.pad_rows: on a GPU), with them first, then without."""
     if runner.lean is None or not runner.lean.usable():
         return runner
     same, error = False, None
     ours = runner.model.config._attn_implementation in attention.FUNCTIONS  # padded keys: the runner's attention only
-    for pad in (True, False) if ours else (False,):  # padded keys where they give the same bits, else the cache as is
-        runner.lean.pad_keys = pad
+    rows = runner.lean.pad_rows
+    # padded keys and rows where they give the same bits, else the cache as is and each Linear padding its own rows
+    forms = [(keys, r) for keys in ((True, False) if ours else (False,)) for r in ((rows, None) if rows else (None,))]
+    for keys, padded_rows in forms:
+        runner.lean.pad_keys, runner.lean.pad_rows = keys, padded_rows
         try:
             same, error = lean.agrees(runner, runner.lean), None
         except Exception as e:  # e.g. a transformers whose layers take other arguments
@@ -97,7 +101,10 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
 
     # the check, or its answer from an earlier load of exactly this configuration (invariance.checked)
     worst, runner.row_invariance_kept = checked(runner, path, check)
-    if worst != 0.0 and runner.lean is not None and runner.lean.pad_keys:  # first without padded keys
+    if worst != 0.0 and runner.lean is not None and runner.lean.pad_rows:  # first without padded rows
+        runner.lean.pad_rows = None
+        worst, runner.row_invariance_kept = checked(runner, path, check)
+    if worst != 0.0 and runner.lean is not None and runner.lean.pad_keys:  # then without padded keys
         runner.lean.pad_keys = False
         worst, runner.row_invariance_kept = checked(runner, path, check)
     if worst != 0.0 and rows != attention.ROWS:
@@ -146,6 +153,7 @@ def verdict_key(runner, path: Path | str) -> str:
         "layers": hashlib.sha256(repr(runner.model).encode()).hexdigest(),
         "attention": runner.model.config._attn_implementation, "dtype": runner.dtype, "kernels": runner.kernels,
         "padded keys": bool(runner.lean is not None and runner.lean.pad_keys),  # lean.py's KeyBuffers
+        "padded rows": runner.lean.pad_rows if runner.lean is not None else None,  # lean.LeanPass.pad_rows
         "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in CHECKED_SOURCES},
         "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
         "transformers": transformers.__version__,
