@@ -12,7 +12,8 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
 2. a model of the real one's shapes with random weights (the real weights do not travel: 1 GB in bf16), loaded as
    `quickdraft.load` loads a target there, with the load's invariance check run on it, on the device;
 3. each job once on 16 tokens, untimed (warm-up);
-4. plain decoding per token, quickdraft against transformers' generate, alternating, nothing scripted (per_token);
+4. plain decoding per token, quickdraft (with padded rows and without, where the load kept them) against
+   transformers' generate, taking turns, nothing scripted, and the kernels one step launches (per_token);
 5. exactness at the real shapes with nothing scripted: each tool's drafted output against its own plain greedy
    output on the random weights (unscripted);
 6. each recorded request replayed, until --deadline-s: every pass runs on that model, so it costs what the real
@@ -21,7 +22,7 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
    lookup; and transformers' generate on the same weights and card (plain greedy, prompt lookup), its logits
    replaced by the recording's the same way (a forward hook). Every output is compared with the recording.
 
-The call that fits one lease (figures of the last one: docs/results/2026-11-27-gpu-h100/):
+The call that fits one lease (figures of the last one: docs/results/2026-11-27-gpu-h200/):
 
     set -o pipefail; PYTHONUNBUFFERED=1 PYTHONPATH=src python3 -m quickdraft.bench.device_check run .device \
         --device cuda --out $OUT --deadline-s 300 2>&1 | grep --line-buffered -v "model shards" | tee $OUT/log
@@ -293,9 +294,10 @@ def unscripted(g, hf, folder: Path, r: dict, dtype: str, device: str, tokens: in
 
 
 def per_token(g, hf, r: dict, tokens: int, rounds: int) -> list[str]:
-    """Plain greedy decoding per token, quickdraft against transformers' generate, nothing scripted or hooked, the two
-    alternating `rounds` times on the same prompt (the medians are compared): the cost of a one-token step, each
-    tool's own loop included."""
+    """Plain greedy decoding per token, quickdraft against transformers' generate, nothing scripted or hooked, taking
+    turns `rounds` times on the same prompt (the medians are compared): the cost of a one-token step, each tool's own
+    loop included. Where the load kept padded rows (lean.LeanPass.pad_rows) quickdraft also runs without them, each
+    Linear padding its own rows, in the same turns; and the device kernels one step launches are counted for each."""
     from transformers import GenerationConfig
 
     x = torch.tensor([r["prompt_ids"]], device=hf.device)
@@ -310,15 +312,66 @@ def per_token(g, hf, r: dict, tokens: int, rounds: int) -> list[str]:
             torch.cuda.synchronize()
         return time.perf_counter() - t
 
-    ours, theirs = [], []
+    lean = g.runner.lean
+    rows = lean.pad_rows if lean is not None else None
+    forms = {"quickdraft": rows} if not rows else {"quickdraft, padded rows": rows, "quickdraft, rows padded per Linear": None}
+    ms = {name: [] for name in [*forms, "transformers generate"]}
     for _ in range(rounds):
-        res = g.generate(r["messages"], max_new_tokens=tokens, drafter="none", prefix_reuse=False)
-        ours.append(1000 * res.stats.decode_s / max(res.stats.target_passes, 1))  # one pass a token, the first too
-        theirs.append(1000 * (hf_seconds(tokens) - hf_seconds(1)) / (tokens - 1))
-    a, b = statistics.median(ours), statistics.median(theirs)
-    return [f"## Plain decoding per token, unscripted, {tokens} tokens, alternating, {rounds} rounds", "",
-            f"quickdraft {a:.1f} ms (runs {', '.join(f'{v:.1f}' for v in ours)}), transformers generate {b:.1f} ms "
-            f"(runs {', '.join(f'{v:.1f}' for v in theirs)}): ours / theirs {a / b:.2f}x", ""]
+        for name, form in forms.items():
+            if lean is not None:
+                lean.pad_rows = form
+            res = g.generate(r["messages"], max_new_tokens=tokens, drafter="none", prefix_reuse=False)
+            ms[name].append(1000 * res.stats.decode_s / max(res.stats.target_passes, 1))  # one pass a token
+        ms["transformers generate"].append(1000 * (hf_seconds(tokens) - hf_seconds(1)) / (tokens - 1))
+    if lean is not None:
+        lean.pad_rows = rows
+    theirs = statistics.median(ms["transformers generate"])
+    lines = [f"## Plain decoding per token, unscripted, {tokens} tokens, taking turns, {rounds} rounds", "",
+             "| tool | ms a token (median) | runs | over transformers' | device kernels a step |", "|---|---|---|---|---|"]
+    kernels = step_kernels(g, hf, r, forms)
+    for name, values in ms.items():
+        median = statistics.median(values)
+        lines.append(f"| {name} | {median:.1f} | {', '.join(f'{v:.1f}' for v in values)} | {median / theirs:.2f}x | "
+                     f"{kernels.get(name, '-')} |")
+    return lines + [""]
+
+
+def step_kernels(g, hf, r: dict, forms: dict) -> dict:
+    """Device kernels launched by one one-token step after the prompt (torch's profiler), for each of quickdraft's
+    forms and for transformers' forward as generate calls it; {} where the profiler cannot count them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if hf.device.type != "cuda":
+        return {}
+    counts, prompt = {}, r["prompt_ids"]
+    try:
+        runner, lean = g.runner, g.runner.lean
+        rows = lean.pad_rows if lean is not None else None
+        for name, form in forms.items():
+            if lean is not None:
+                lean.pad_rows = form
+            runner.reset()
+            runner.prefill(prompt[:-1])
+            runner.forward(prompt[-1:])
+            with profile(activities=[ProfilerActivity.CUDA]) as p:
+                runner.forward([prompt[-1]])
+                torch.cuda.synchronize()
+            counts[name] = sum(1 for e in p.events() if e.device_type.name == "CUDA")
+        if lean is not None:
+            lean.pad_rows = rows
+        runner.reset()
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=hf.config)
+        with torch.inference_mode():
+            hf(input_ids=torch.tensor([prompt], device=hf.device), past_key_values=cache, use_cache=True)
+            with profile(activities=[ProfilerActivity.CUDA]) as p:
+                hf(input_ids=torch.tensor([prompt[-1:]], device=hf.device), past_key_values=cache, use_cache=True)
+                torch.cuda.synchronize()
+        counts["transformers generate"] = sum(1 for e in p.events() if e.device_type.name == "CUDA")
+    except Exception as error:  # the profiler is a detail: the times stand without it
+        print(f"kernel count failed: {type(error).__name__}: {error}", flush=True)
+    return counts
 
 
 def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, deadline_s: float | None = None,
@@ -363,7 +416,8 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         g = quickdraft.load(str(folder), dtype=dtype, device=device, progress=True)
     report["load"] = {"dtype": dtype, "seconds": time.perf_counter() - t, "row_invariant": g.runner.row_invariant,
                       "row_block": g.runner.row_block, "attention": g.runner.model.config._attn_implementation,
-                      "lean": g.runner.lean is not None}
+                      "lean": g.runner.lean is not None,
+                      "padded rows": g.runner.lean.pad_rows if g.runner.lean is not None else None}
     lines += [f"load with its check: {report['load']}", ""]
     print(lines[-2], flush=True)
     hf = AutoModelForCausalLM.from_pretrained(
@@ -373,8 +427,9 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
     lines += [f"warm-up (each job once, 16 tokens, untimed): {time.perf_counter() - t:.1f} s", ""]
     same = True
     try:  # first: short, and each answers a target on its own
-        lines += per_token(g, hf, recorded["requests"][0], check_tokens, 3)
-        print(lines[-2], flush=True)
+        t = per_token(g, hf, recorded["requests"][0], check_tokens, 3)
+        lines += t
+        print("\n".join(t), flush=True)
         u = unscripted(g, hf, folder, recorded["requests"][0], dtype, device, check_tokens)
         report["unscripted"] = u
         lines += u
