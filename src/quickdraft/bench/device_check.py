@@ -13,7 +13,8 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
    `quickdraft.load` loads a target there, with the load's invariance check run on it, on the device;
 3. each job once on 16 tokens, untimed (warm-up);
 4. plain decoding per token, quickdraft (with padded rows and without, where the load kept them) against
-   transformers' generate, taking turns, nothing scripted, and the kernels one step launches (per_token);
+   transformers' generate, taking turns, nothing scripted, and the kernels one step launches (per_token); on the
+   longest prompt, attention's values summed in blocks or in one product: invariance and time (value_blocks);
 5. exactness at the real shapes with nothing scripted: each tool's drafted output against its own plain greedy
    output on the random weights (unscripted);
 6. each recorded request replayed, until --deadline-s: every pass runs on that model, so it costs what the real
@@ -336,6 +337,72 @@ def per_token(g, hf, r: dict, tokens: int, rounds: int) -> list[str]:
     return lines + [""]
 
 
+def attention_sweep(device: str, lengths: Sequence[int], sizes: Sequence[int] = (2, 33, 129),
+                    G: int = 7, Hkv: int = 2, D: int = 64) -> list[tuple[int, int]]:
+    """attention.attend as the lean pass calls it (padded keys, grouped heads, bf16), with whatever VALUE_BLOCK is set:
+    the (L, m) where row 0 of an m-token pass from position L - 1 differs from the one-token pass there, bit for bit."""
+    from ..runners import attention
+
+    torch.manual_seed(0)
+    top = max(lengths) + max(sizes) + 64
+    k, v = (torch.randn(1, Hkv, top, D, device=device).to(torch.bfloat16) for _ in range(2))
+    q = torch.randn(1, Hkv, G, max(sizes), D, device=device).to(torch.bfloat16)
+
+    def padded(t: torch.Tensor, used: int) -> torch.Tensor:  # KeyBuffers' layout: whole 64-key blocks, zeros after
+        b = t[:, :, : used + (-used) % attention.SOFTMAX_BLOCK].clone()
+        b[:, :, used:] = 0
+        return b
+
+    differ = []
+    for L in lengths:
+        one = attention.attend(q[:, :, :, 0], padded(k, L).transpose(2, 3), padded(v, L), None, 0.125, groups=G, count=L)
+        for m in sizes:
+            total = L - 1 + m
+            hidden = torch.arange(total, device=device) >= L + torch.arange(m, device=device)[:, None]  # [m, total]
+            mask = torch.zeros(m, total, dtype=torch.bfloat16, device=device).masked_fill(
+                hidden, torch.finfo(torch.bfloat16).min)[None, None, None]  # [1, 1, 1, m, total]: causal
+            out = attention.attend(q[:, :, :, :m].reshape(1, Hkv, G * m, D), padded(k, total).transpose(2, 3),
+                                   padded(v, total), mask, 0.125, groups=G, count=total)
+            if not torch.equal(out.view(1, Hkv, G, m, D)[:, :, :, 0], one):
+                differ.append((L, m))
+    return differ
+
+
+def value_blocks(g, r: dict, tokens: int, rounds: int) -> list[str]:
+    """The next step's question: attention sums weights times values in blocks of attention.VALUE_BLOCK keys
+    (on the CPU where it was chosen, oneDNN sums past 1,024 keys another way than up to it), two kernels a block in
+    every layer. With the values summed in one product instead: do passes stay row-invariant at every cache length
+    (attention_sweep, 1-9,000 keys) and on the model after this long prompt, and how much less does a token take?"""
+    from ..runners import attention
+    from ..runners.invariance import row_invariance
+    from ..runners.load import CHECK_SIZES
+
+    kept = attention.VALUE_BLOCK
+    forms = {f"blocks of {kept} keys": kept, "one product": 1 << 30}
+    lengths = [*range(1, 1200, 3), *range(1200, 9000, 17)]
+    swept, worst, ms = {}, {}, {name: [] for name in forms}
+    try:
+        for name, block in forms.items():
+            attention.VALUE_BLOCK = block
+            swept[name] = attention_sweep(g.runner.device, lengths)
+            worst[name] = row_invariance(g.runner, r["prompt_ids"] + r["output_ids"][: max(CHECK_SIZES)], CHECK_SIZES)
+        for _ in range(rounds):
+            for name, block in forms.items():
+                attention.VALUE_BLOCK = block
+                res = g.generate(r["messages"], max_new_tokens=tokens, drafter="none", prefix_reuse=False)
+                ms[name].append(1000 * res.stats.decode_s / max(res.stats.target_passes, 1))
+    finally:
+        attention.VALUE_BLOCK = kept
+    lines = [f"## Values summed in blocks or in one product: plain decoding of {tokens} tokens after {r['name']!r} "
+             f"({len(r['prompt_ids'])} prompt tokens), {rounds} turns", "",
+             f"| form | attention, (L, m) that differ of {len(lengths)} lengths x 3 pass sizes | model after the prompt, "
+             "largest logit difference | ms a token (median) | runs |", "|---|---|---|---|---|"]
+    for name in forms:
+        lines.append(f"| {name} | {len(swept[name])} {swept[name][:8]} | {worst[name]:g} | "
+                     f"{statistics.median(ms[name]):.1f} | {', '.join(f'{v:.1f}' for v in ms[name])} |")
+    return lines + [""]
+
+
 def step_kernels(g, hf, r: dict, forms: dict) -> dict:
     """Device kernels launched by one one-token step after the prompt (torch's profiler), for each of quickdraft's
     forms and for transformers' forward as generate calls it; {} where the profiler cannot count them."""
@@ -381,6 +448,7 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
     from transformers import AutoModelForCausalLM
 
     from ..errors import UnsupportedModelError
+    from ..runners import attention
 
     began = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
@@ -438,6 +506,14 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         lines += [f"unscripted checks failed: {type(error).__name__}: {error}", ""]
         print(lines[-2], flush=True)
         same = False
+    longest = max(recorded["requests"], key=lambda r: len(r["prompt_ids"]))
+    if len(longest["prompt_ids"]) > 2 * attention.VALUE_BLOCK:
+        try:
+            v = value_blocks(g, longest, 64, 2)
+            lines += v
+            print("\n".join(v), flush=True)
+        except Exception as error:  # an experiment: reported, not fatal
+            lines += [f"value blocks failed: {type(error).__name__}: {error}", ""]
     save()
     lines += ["## Replayed: the real model's recorded output, each pass on the device", "",
               "| request | job | end to end s | prefill s | decode s | decode ms a token | tokens | passes | accepted | "
