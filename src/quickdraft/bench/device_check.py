@@ -14,7 +14,8 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
 3. each job once on 16 tokens, untimed (warm-up);
 4. plain decoding per token, quickdraft (with padded rows and without, where the load kept them) against
    transformers' generate, taking turns, nothing scripted, and the kernels one step launches (per_token); on the
-   longest prompt, attention's values summed in blocks or in one product: invariance and time (value_blocks);
+   longest prompt, attention's values summed in blocks or in one product: invariance and time (value_blocks); where
+   Linears run in row blocks, a product per block or one batched product: invariance and pass costs (block_forms);
 5. exactness at the real shapes with nothing scripted: each tool's drafted output against its own plain greedy
    output on the random weights (unscripted);
 6. each recorded request replayed, until --deadline-s: every pass runs on that model, so it costs what the real
@@ -403,6 +404,65 @@ def value_blocks(g, r: dict, tokens: int, rounds: int) -> list[str]:
     return lines + [""]
 
 
+def batched_forward(self, x: torch.Tensor) -> torch.Tensor:
+    """kernels.FixedRows.forward with a pass's blocks in one batched product (torch.bmm, the weight broadcast over
+    the blocks) instead of one product per block and a concatenation: a pass of b blocks launches one product where
+    it launched b and a cat. The same numbers only if the batched kernel gives each block the bits a one-block pass
+    gets: what block_forms asks. Torch's Linear only (a GPU's)."""
+    if not self.in_blocks:
+        return self.linear(x)
+    rows, width = x.shape[:-1].numel(), x.shape[-1]
+    blocks = -(-rows // self.rows)
+    padded = x.reshape(rows, width)
+    if rows % self.rows:
+        padded = x.new_zeros(blocks * self.rows, width)
+        padded[:rows] = x.reshape(rows, width)
+    w = self.linear.weight.t().expand(blocks, width, -1)  # [blocks, in, out], no copy
+    xb = padded.view(blocks, self.rows, width)  # [blocks, rows, in]
+    bias = self.linear.bias
+    out = torch.bmm(xb, w) if bias is None else torch.baddbmm(bias.expand(blocks, self.rows, -1), xb, w)
+    return out.view(blocks * self.rows, -1)[:rows].reshape(*x.shape[:-1], -1)  # [..., rows, out]
+
+
+def block_forms(g, r: dict, sizes: Sequence[int] = (1, 8, 32, 33, 65, 129), repeats: int = 5) -> list[str]:
+    """The next step's other question: a verify pass of b 32-row blocks launches b products and a cat in every
+    Linear (kernels.FixedRows). In one batched product instead (batched_forward): do passes stay row-invariant (the
+    load's check: its pass sizes after 7 and 1,000 cached tokens), and what does a pass of each size cost? Passes
+    after the request's prompt, medians of `repeats`, both forms taking turns."""
+    from ..runners.kernels import FixedRows
+    from ..runners.load import check_row_invariance
+
+    runner, kept = g.runner, FixedRows.forward
+    forms = {"a product per block": kept, "one batched product": batched_forward}
+    worst, ms = {}, {name: {n: [] for n in sizes} for name in forms}
+    prompt, rest = r["prompt_ids"], r["output_ids"] + r["prompt_ids"]  # any tokens after the prompt
+    try:
+        for name, forward in forms.items():
+            FixedRows.forward = forward
+            worst[name] = check_row_invariance(runner)
+        runner.reset()
+        runner.prefill(prompt)
+        for _ in range(repeats):
+            for n in sizes:
+                for name, forward in forms.items():
+                    FixedRows.forward = forward
+                    t = time.perf_counter()
+                    runner.forward(rest[:n])  # logits on the CPU: the pass is done
+                    ms[name][n].append(1000 * (time.perf_counter() - t))
+                    runner.rollback(len(prompt))
+    finally:
+        FixedRows.forward = kept
+        runner.reset()
+    lines = [f"## Row blocks: a product each or one batched product; passes after {r['name']!r} "
+             f"({len(prompt)} tokens), ms, medians of {repeats}", "",
+             "| form | load's check, largest logit difference | " + " | ".join(f"{n} rows" for n in sizes) + " |",
+             "|---|---|" + "---|" * len(sizes)]
+    for name in forms:
+        lines.append(f"| {name} | {worst[name]:g} | " +
+                     " | ".join(f"{statistics.median(ms[name][n]):.1f}" for n in sizes) + " |")
+    return lines + [""]
+
+
 def step_kernels(g, hf, r: dict, forms: dict) -> dict:
     """Device kernels launched by one one-token step after the prompt (torch's profiler), for each of quickdraft's
     forms and for transformers' forward as generate calls it; {} where the profiler cannot count them."""
@@ -506,6 +566,13 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         lines += [f"unscripted checks failed: {type(error).__name__}: {error}", ""]
         print(lines[-2], flush=True)
         same = False
+    if g.runner.row_block:
+        try:
+            b = block_forms(g, recorded["requests"][0])
+            lines += b
+            print("\n".join(b), flush=True)
+        except Exception as error:  # an experiment: reported, not fatal
+            lines += [f"row blocks failed: {type(error).__name__}: {error}", ""]
     longest = max(recorded["requests"], key=lambda r: len(r["prompt_ids"]))
     if len(longest["prompt_ids"]) > 2 * attention.VALUE_BLOCK:
         try:
