@@ -16,6 +16,7 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
    transformers' generate, taking turns, nothing scripted, and the kernels one step launches (per_token); on the
    longest prompt, attention's values summed in blocks or in one product: invariance and time (value_blocks); where
    Linears run in row blocks, a product per block or one batched product: invariance and pass costs (block_forms);
+   a one-token step eager and replayed from a CUDA graph: the launch-free ceiling (graph_ceiling);
 5. exactness at the real shapes with nothing scripted: each tool's drafted output against its own plain greedy
    output on the random weights (unscripted);
 6. each recorded request replayed, until --deadline-s: every pass runs on that model, so it costs what the real
@@ -463,6 +464,55 @@ def block_forms(g, r: dict, sizes: Sequence[int] = (1, 8, 32, 33, 65, 129), repe
     return lines + [""]
 
 
+def graph_ceiling(g, r: dict, replays: int = 50) -> list[str]:
+    """How fast a one-token step could be without its launches: the lean pass of one token at a fixed position after
+    the request's prompt, run eagerly and captured once in a CUDA graph and replayed (each replay writes the same
+    cache row and reads the same keys: not decoding, only its time). The ceiling that static passes captured in
+    graphs would aim at: a step here is launch-bound."""
+    runner, lean = g.runner, g.runner.lean
+    if runner.device.type != "cuda" or lean is None:
+        return []
+    runner.reset()
+    runner.prefill(r["prompt_ids"][:-1])
+    past = runner.length
+    ids = torch.tensor([r["prompt_ids"][-1:]], device=runner.device)  # [1, 1]
+
+    def step() -> torch.Tensor:  # [1, 1, V]
+        runner.rollback(past)  # a crop: views of the same buffers
+        return lean(ids, runner.cache)
+
+    def ms(run) -> float:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(replays):
+            run()
+        torch.cuda.synchronize()
+        return 1000 * (time.perf_counter() - t) / replays
+
+    try:
+        with torch.inference_mode():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the capture's stream, as torch's docs ask
+                for _ in range(3):
+                    eager_logits = step()
+            torch.cuda.current_stream().wait_stream(side)
+            eager = ms(step)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                captured = step()
+            graph.replay()
+            same = torch.equal(captured, eager_logits)
+            replayed = ms(graph.replay)
+    finally:
+        lean.key_buffers.clear()
+        lean._rows.clear()  # buffers the capture may have made live in its pool
+        runner.reset()
+    return [f"## A one-token step captured in a CUDA graph ({past} cached tokens, {replays} runs each)", "",
+            f"eager {eager:.2f} ms, graph replay {replayed:.2f} ms ({eager / replayed:.1f}x); replayed logits equal "
+            f"the eager step's: {same}", ""]
+
+
 def step_kernels(g, hf, r: dict, forms: dict) -> dict:
     """Device kernels launched by one one-token step after the prompt (torch's profiler), for each of quickdraft's
     forms and for transformers' forward as generate calls it; {} where the profiler cannot count them."""
@@ -566,6 +616,13 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         lines += [f"unscripted checks failed: {type(error).__name__}: {error}", ""]
         print(lines[-2], flush=True)
         same = False
+    try:
+        c = graph_ceiling(g, recorded["requests"][0])
+        lines += c
+        print("\n".join(c), flush=True)
+    except Exception as error:  # an experiment: reported, not fatal
+        lines += [f"graph capture failed: {type(error).__name__}: {error}", ""]
+        print(lines[-2], flush=True)
     if g.runner.row_block:
         try:
             b = block_forms(g, recorded["requests"][0])
