@@ -616,28 +616,20 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         lines += [f"unscripted checks failed: {type(error).__name__}: {error}", ""]
         print(lines[-2], flush=True)
         same = False
-    try:
-        c = graph_ceiling(g, recorded["requests"][0])
-        lines += c
-        print("\n".join(c), flush=True)
-    except Exception as error:  # an experiment: reported, not fatal
-        lines += [f"graph capture failed: {type(error).__name__}: {error}", ""]
-        print(lines[-2], flush=True)
-    if g.runner.row_block:
-        try:
-            b = block_forms(g, recorded["requests"][0])
-            lines += b
-            print("\n".join(b), flush=True)
-        except Exception as error:  # an experiment: reported, not fatal
-            lines += [f"row blocks failed: {type(error).__name__}: {error}", ""]
+    # the next changes' questions: each reported, none fatal
     longest = max(recorded["requests"], key=lambda r: len(r["prompt_ids"]))
+    experiments = [("graph capture", lambda: graph_ceiling(g, recorded["requests"][0]))]
+    if g.runner.row_block:
+        experiments.append(("row blocks", lambda: block_forms(g, recorded["requests"][0])))
     if len(longest["prompt_ids"]) > 2 * attention.VALUE_BLOCK:
+        experiments.append(("value blocks", lambda: value_blocks(g, longest, 64, 2)))
+    for name, experiment in experiments:
         try:
-            v = value_blocks(g, longest, 64, 2)
-            lines += v
-            print("\n".join(v), flush=True)
-        except Exception as error:  # an experiment: reported, not fatal
-            lines += [f"value blocks failed: {type(error).__name__}: {error}", ""]
+            found = experiment()
+        except Exception as error:
+            found = [f"{name} failed: {type(error).__name__}: {error}", ""]
+        lines += found
+        print("\n".join(found), flush=True)
     save()
     lines += ["## Replayed: the real model's recorded output, each pass on the device", "",
               "| request | job | end to end s | prefill s | decode s | decode ms a token | tokens | passes | accepted | "
