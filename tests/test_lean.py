@@ -91,11 +91,11 @@ def test_padded_rows_give_the_same_bits_and_every_linear_whole_blocks(arch):
     assert row_invariance(runner, [(i * 7919 + 11) % VOCAB for i in range(150)], (2, 5, 17, 33, 65)) == 0.0
     runner.lean.pad_rows = None
     in_linears = passes(runner, prompt)
-    kept, runner.lean = runner.lean, None
+    runner.lean = None
     in_model = passes(runner, prompt)
     for a, b, c in zip(padded, in_linears, in_model):
         assert a.shape == b.shape == c.shape and torch.equal(a, b) and torch.equal(a, c)
-    assert len(kept._rows) >= 2  # attention's output buffers, one per padded size, kept between passes
+
 
 def test_lean_pass_runs_every_decoding_pass_and_no_prefill(monkeypatch):
     """Every pass of a drafted generation goes through the lean pass, prefill through the model's forward (its own

@@ -505,9 +505,7 @@ def graph_ceiling(g, r: dict, replays: int = 50) -> list[str]:
             same = torch.equal(captured, eager_logits)
             replayed = ms(graph.replay)
     finally:
-        lean.key_buffers.clear()
-        lean._rows.clear()  # buffers the capture may have made live in its pool
-        runner.reset()
+        runner.reset()  # also drops the key buffers, which the capture may have made live in its pool
     return [f"## A one-token step captured in a CUDA graph ({past} cached tokens, {replays} runs each)", "",
             f"eager {eager:.2f} ms, graph replay {replayed:.2f} ms ({eager / replayed:.1f}x); replayed logits equal "
             f"the eager step's: {same}", ""]

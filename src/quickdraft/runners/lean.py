@@ -70,7 +70,6 @@ class LeanPass:
         # rows a pass is padded to whole blocks of, once, before the first layer (None: each FixedRows layer pads its
         # own): set by the runner on a GPU (hf.HFRunner), kept by the load where the bits stay (load.lean_checked)
         self.pad_rows: int | None = None
-        self._rows: dict[tuple, torch.Tensor] = {}  # (N, W, dtype, device) -> [1, N, W]: attention's output, padded
 
     @classmethod
     def for_model(cls, model: torch.nn.Module) -> LeanPass | None:
@@ -134,23 +133,11 @@ class LeanPass:
             else:
                 k, v, extra = *cache.update(k, v, i), {}  # [1, Hkv, L, D]
             out, _ = attend(a, q, k, v, mask, dropout=0.0, scaling=a.scaling, **extra)  # [1, n, H, D]
-            out = out.reshape(shape).contiguous()  # [1, n, H D]
-            if N > n:  # into N rows: the pass's n, then rows no real row reads
-                rows = self._padded(N, out)  # [1, N, H D]
-                rows[:, :n] = out
-                out = rows
+            out = out.reshape(shape)  # [1, n, H D]
+            out = torch.nn.functional.pad(out, (0, 0, 0, N - n)) if N > n else out.contiguous()  # [1, N, H D]
             x = x + a.o_proj(out)  # [1, N, C]
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.model.lm_head(self.base.norm(x))[:, :n]  # [1, n, V]
-
-    def _padded(self, N: int, out: torch.Tensor) -> torch.Tensor:
-        """A zeroed [1, N, W] buffer of out's width, dtype and device, kept: each pass writes its attention output
-        into the first rows, and the rows after them hold zeros or an earlier pass's rows, finite either way, which
-        no real row reads."""
-        key = (N, out.shape[-1], out.dtype, out.device)
-        if key not in self._rows:
-            self._rows[key] = out.new_zeros(1, N, out.shape[-1])
-        return self._rows[key]
 
 
 class KeyBuffers:
