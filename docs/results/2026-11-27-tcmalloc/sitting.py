@@ -1,0 +1,30 @@
+"""Held-out sittings against vLLM n-gram (sitting.jsonl: scripts/vllm_bench.py rows, trimmed to the fields read here):
+end to end per task, the median over tasks whose outputs have the same length (vLLM counts the end-of-sequence token:
++-1). Sitting 1: vLLM n-gram, then quickdraft's engine on glibc's malloc in the same process, then the engine alone
+on tcmalloc in a new process. Sitting 2: the engine on tcmalloc first, then vLLM n-gram, in one process.
+
+    python3 docs/results/2026-11-27-tcmalloc/sitting.py
+"""
+import json
+import statistics
+from pathlib import Path
+
+rows = [json.loads(line) for line in (Path(__file__).parent / "sitting.jsonl").read_text().splitlines()]
+for sitting in (1, 2):
+    vllm = {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "vllm-ngram"}
+    for method in ("qd-prediction", "qd-prediction+lookup"):
+        runs = {a: {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "quickdraft"
+                    and r["method"] == method and r["allocator"] == a} for a in ("system", "tcmalloc")}
+        for w in ("refactor", "apply"):
+            keys = [k for k in vllm if (w == "apply") == k.startswith("apply")]
+            for a, ours in runs.items():
+                if not ours:
+                    continue
+                same = [vllm[k]["seconds"] / ours[k]["seconds"] for k in keys if abs(vllm[k]["tokens"] - ours[k]["tokens"]) <= 1]
+                summed = sum(vllm[k]["seconds"] for k in keys) / sum(ours[k]["seconds"] for k in keys)
+                print(f"sitting {sitting}: vLLM n-gram / {method} on {a}, {w}: median {statistics.median(same):.2f}x over "
+                      f"{len(same)} of {len(keys)} tasks, summed {summed:.2f}x, per task {[round(x, 2) for x in same]}")
+            if all(runs.values()):
+                gain = [runs["system"][k]["seconds"] / runs["tcmalloc"][k]["seconds"] for k in keys]
+                assert all(runs["system"][k]["tokens"] == runs["tcmalloc"][k]["tokens"] for k in keys)
+                print(f"  {method}, {w}: seconds on glibc / on tcmalloc, median per task {statistics.median(gain):.3f}x")
