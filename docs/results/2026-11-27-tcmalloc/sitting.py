@@ -1,7 +1,8 @@
 """Held-out sittings against vLLM n-gram (sitting.jsonl: scripts/vllm_bench.py rows, trimmed to the fields read here):
 end to end per task, the median over tasks whose outputs have the same length (vLLM counts the end-of-sequence token:
 +-1). Sitting 1: vLLM n-gram, then quickdraft's engine on glibc's malloc in the same process, then the engine alone
-on tcmalloc in a new process. Sitting 2: the engine on tcmalloc first, then vLLM n-gram, in one process.
+on tcmalloc in a new process. Sitting 2: the engine on tcmalloc first, then vLLM n-gram, in one process. Sitting 3: vLLM n-gram, then
+the engine on tcmalloc, in one process.
 
     python3 docs/results/2026-11-27-tcmalloc/sitting.py
 """
@@ -10,7 +11,7 @@ import statistics
 from pathlib import Path
 
 rows = [json.loads(line) for line in (Path(__file__).parent / "sitting.jsonl").read_text().splitlines()]
-for sitting in (1, 2):
+for sitting in (1, 2, 3):
     vllm = {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "vllm-ngram"}
     for method in ("qd-prediction", "qd-prediction+lookup"):
         runs = {a: {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "quickdraft"
