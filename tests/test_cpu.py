@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -65,7 +66,7 @@ def test_tcmalloc_found_where_installed_and_the_environment_to_start_again_in(tm
 def test_a_program_starts_again_on_tcmalloc_and_not_when_asked_not_to():
     child = "import quickdraft.cpu as c; print(c.allocator())"
     code = f"import quickdraft.cpu as c; c.restart_with_tcmalloc(['-c', {child!r}]); print('as is', c.allocator())"
-    env = {k: v for k, v in __import__("os").environ.items() if k not in ("LD_PRELOAD", "_QUICKDRAFT_PRELOADED")}
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "_QUICKDRAFT_PRELOADED")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "tcmalloc"
     out = subprocess.run([sys.executable, "-c", code], env={**env, cpu.TCMALLOC_ENV: "0"}, capture_output=True,
