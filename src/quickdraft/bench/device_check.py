@@ -25,6 +25,8 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
    lookup; and transformers' generate on the same weights and card (plain greedy, prompt lookup), its logits
    replaced by the recording's the same way (a forward hook). Every output is compared with the recording.
 
+Real weights travel in parts over calls of one warm machine: `split`, `stash` and `real` (bench/real_weights.py).
+
 The call that fits one lease (figures of the last one: docs/results/2026-11-27-gpu-h200/):
 
     set -o pipefail; PYTHONUNBUFFERED=1 PYTHONPATH=src python3 -m quickdraft.bench.device_check run .device \
@@ -680,10 +682,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     go.add_argument("--deadline-s", type=float, help="start no further request past this many seconds")
     go.add_argument("--only", help="a request's name: replay that one alone (a dry run on the CPU)")
     go.add_argument("--max-new-tokens", type=int, help="at most this many of each recording's tokens (a dry run)")
+    cut = sub.add_parser("split", help="here: a real model's GGUF in parts for several calls (bench/real_weights.py)")
+    cut.add_argument("--model", default="smollm2-135m")
+    cut.add_argument("--out", type=Path, required=True)
+    cut.add_argument("--part-mib", type=float, default=56.0, help="at most this many MiB a part: a call carries 64 in all, the working tree and .device with it")
+    cut.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    keep = sub.add_parser("stash", help="on the device: keep this call's part until the call that runs `real`")
+    keep.add_argument("part", type=Path, help="a folder that split wrote")
+    real = sub.add_parser("real", help="on the device: join the parts and generate for real against transformers")
+    real.add_argument("part", type=Path, help="the folder with the last part")
+    real.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    real.add_argument("--out", type=Path, required=True)
+    real.add_argument("--rounds", type=int, default=1, help="runs of each job, taking turns (the median is reported)")
+    real.add_argument("--max-new-tokens", type=int, help="at most this many new tokens a request (a dry run)")
     args = ap.parse_args(argv)
     if args.mode == "record":
         record(args.out, args.model, args.data)
         return 0
+    if args.mode in ("split", "stash", "real"):
+        from . import real_weights
+        from .. import models
+
+        if args.mode == "split":
+            asked = [{k: r[k] for k in ("name", "messages", "prediction", "max_new_tokens")} for r in requests(args.data)]
+            wheel = real_weights.download_wheel(args.out.with_name(args.out.name + "-wheels"))
+            manifest = real_weights.split(models.gguf_file(args.model), args.out, args.part_mib, args.model, asked,
+                                          [wheel])
+            print(f"{manifest['file']} of {args.model}: {len(manifest['parts'])} parts in {args.out}/1 .. "
+                  f"{args.out}/{len(manifest['parts'])}, one call each", file=sys.stderr)
+            return 0
+        if args.mode == "stash":
+            real_weights.stash(args.part)
+            return 0
+        return real_weights.run_real(args.part, args.device, args.out, args.rounds, args.max_new_tokens)
     if args.only or args.max_new_tokens:  # a copy of the files with one request, or shorter recordings
         recorded = json.loads((args.files / "requests.json").read_text())
         recorded["requests"] = [r for r in recorded["requests"] if args.only in (None, r["name"])]
