@@ -695,6 +695,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     real.add_argument("--out", type=Path, required=True)
     real.add_argument("--rounds", type=int, default=1, help="runs of each job, taking turns (the median is reported)")
     real.add_argument("--max-new-tokens", type=int, help="at most this many new tokens a request (a dry run)")
+    real.add_argument("--deadline-s", type=float, help="start no further request past this many seconds")
     args = ap.parse_args(argv)
     if args.mode == "record":
         record(args.out, args.model, args.data)
@@ -714,7 +715,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.mode == "stash":
             real_weights.stash(args.part)
             return 0
-        return real_weights.run_real(args.part, args.device, args.out, args.rounds, args.max_new_tokens)
+        return real_weights.run_real(args.part, args.device, args.out, args.rounds, args.max_new_tokens,
+                                     deadline_s=args.deadline_s)
     if args.only or args.max_new_tokens:  # a copy of the files with one request, or shorter recordings
         recorded = json.loads((args.files / "requests.json").read_text())
         recorded["requests"] = [r for r in recorded["requests"] if args.only in (None, r["name"])]

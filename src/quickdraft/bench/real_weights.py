@@ -151,11 +151,12 @@ HF_JOBS = {"plain": {}, "prompt lookup": {"prompt_lookup_num_tokens": 10}}
 
 
 def run_real(folder: Path, device: str, out: Path, rounds: int = 1, max_new_tokens: int | None = None,
-             into: Path = STASH) -> int:
+             into: Path = STASH, deadline_s: float | None = None) -> int:
     """Stash this call's part, join the file, load it with quickdraft (its load check on the device) and with
     transformers, and generate each request for real: quickdraft plain, prediction (where the request has one) and
     lookup, transformers' plain greedy `generate` and its prompt lookup, each tool's outputs compared with its own
-    plain output token for token; the median of `rounds` runs, taking turns. Writes real_weights.md and .json under
+    plain output token for token; the median of `rounds` runs, taking turns. No request starts past `deadline_s`
+    seconds. Writes real_weights.md and .json under
     `out`; returns 0 when every quickdraft output equals its plain one."""
     import quickdraft
     import transformers
@@ -189,6 +190,10 @@ def run_real(folder: Path, device: str, out: Path, rounds: int = 1, max_new_toke
               "|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     for r in manifest["requests"]:
+        if deadline_s is not None and time.perf_counter() - began > deadline_s:
+            lines.append(f"| {r['name']} | not run: past --deadline-s {deadline_s:g} | | | | | | |")
+            print(lines[-1], flush=True)
+            continue
         limit = min(r["max_new_tokens"], max_new_tokens or r["max_new_tokens"])
         prompt = g.encode_prompt(r["messages"])
         if len(prompt) + limit > g.runner.max_context:
