@@ -21,7 +21,7 @@ from quickdraft.runners import load
 from quickdraft.runners.hf import HFRunner
 from quickdraft.runners.invariance import (FIXED_ROWS, PAD_ROWS, choose, make_row_invariant,
                                            pad_where_needed, row_invariance, rows_invariant, rows_needed, unpacked)
-from quickdraft.runners.kernels import MIN_ROWS, FixedRows, RowPadded
+from quickdraft.runners.kernels import MIN_ROWS, FixedRows, RowPadded, linear_layers
 
 NARROW_LONG = (896, 4864)  # qwen2.5-coder-0.5b's down projection: the shape bf16 kernels split differently by rows
 
@@ -531,6 +531,36 @@ def test_the_loads_answer_is_kept_for_exactly_the_same_configuration(tiny_folder
     # grouped attention (with the lean pass's padded keys where they keep the bits, then without), then one row at a
     # time, each once; the second load takes every answer kept
     assert checked[0] in (2, 3) and checked[1] == 0
+
+
+def test_the_layer_probes_are_kept_for_the_same_shapes_and_machine(tiny_folder, tmp_path, monkeypatch):
+    """A second load takes each Linear shape's probe answer from the first (probing the output layer runs 129
+    one-row products of it) and lays the layers out the same; other threads probe again; the cache off probes
+    every time."""
+    from quickdraft.runners import invariance
+
+    monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "on")
+    monkeypatch.setenv("QUICKDRAFT_HOME", str(tmp_path / "home"))
+    probed = []
+    real = invariance.plan
+    monkeypatch.setattr(invariance, "plan", lambda layer, *a: probed.append(tuple(layer.weight.shape)) or real(layer, *a))
+    first = load.exact_runner(tiny_folder, torch.float32)
+    shapes = {tuple(child.weight.shape) for _, _, child in linear_layers(first.model)}
+    assert sorted(probed) == sorted(shapes)  # each distinct shape once
+    assert len(list((tmp_path / "home" / "checks" / "probes").glob("*.json"))) == len(shapes)
+    second = load.exact_runner(tiny_folder, torch.float32)
+    assert len(probed) == len(shapes) and second.row_invariance_kept  # nothing probed again
+    assert repr(second.model) == repr(first.model)  # the same layers, padded the same
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1 if threads > 1 else 2)
+    try:
+        load.exact_runner(tiny_folder, torch.float32)  # other threads: probed again
+    finally:
+        torch.set_num_threads(threads)
+    assert len(probed) == 2 * len(shapes)
+    monkeypatch.setenv("QUICKDRAFT_CHECK_CACHE", "off")
+    load.exact_runner(tiny_folder, torch.float32)
+    assert len(probed) == 3 * len(shapes)
 
 
 def test_the_load_checks_and_probes_the_longest_pass_a_prediction_drafts():

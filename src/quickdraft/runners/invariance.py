@@ -72,11 +72,16 @@ def rows_needed(layer: torch.nn.Module, in_features: int, dtype: torch.dtype) ->
 
 
 Make = Callable[[torch.nn.Module], torch.nn.Module]
+# How a Linear shape runs row-invariantly (plan): None, as it is (or left to the model's check where nothing tried
+# helps); ("own", rows): its own kernel padded to rows; ("alternative", rows): the alternative's kernel, padded to
+# rows where rows > 1. Plain data, so that a load can keep it (load.kept_probe).
+Plan = tuple[str, int] | None
+# A probe's answer for a layer: remember(layer, probe) returns probe() or the answer it gave before for this shape
+Remember = Callable[[torch.nn.Module, Callable[[], Plan]], Plan]
 
 
-def choose(layer: torch.nn.Module, in_features: int, alternative: Make | None) -> Make | None:
-    """How to run a Linear shape row-invariantly: None (as it is), or a function that turns a layer of this shape
-    into the runner's; the layer is left to the model's check where nothing tried makes it invariant.
+def plan(layer: torch.nn.Module, in_features: int, alternative: Make | None) -> Plan:
+    """How to run a Linear shape row-invariantly (Plan), probed on `layer`.
 
     As it is where that is invariant; else the fewest PAD_ROWS that make it so, or `alternative(layer)` (another
     kernel over the same weight) where that needs fewer rows: every decoding step computes the padded rows, so
@@ -88,8 +93,24 @@ def choose(layer: torch.nn.Module, in_features: int, alternative: Make | None) -
     other = alternative(layer) if alternative else None
     other_rows = rows_needed(other, in_features, dtype) if other is not None else None
     if other_rows is not None and (rows is None or other_rows < rows):
-        return alternative if other_rows == 1 else (lambda l: RowPadded(alternative(l), other_rows))
-    return None if rows is None else (lambda l: RowPadded(l, rows))
+        return ("alternative", other_rows)
+    return None if rows is None else ("own", rows)
+
+
+def made(how: Plan, alternative: Make | None) -> Make | None:
+    """The function that turns a layer into the runner's as `how` says; None: the layer stays as it is."""
+    if how is None:
+        return None
+    kind, rows = how
+    if kind == "alternative":
+        return alternative if rows == 1 else (lambda layer: RowPadded(alternative(layer), rows))
+    return lambda layer: RowPadded(layer, rows)
+
+
+def choose(layer: torch.nn.Module, in_features: int, alternative: Make | None) -> Make | None:
+    """How to run a Linear shape row-invariantly: None (as it is), or a function that turns a layer of this shape
+    into the runner's (plan, made); the layer is left to the model's check where nothing tried makes it invariant."""
+    return made(plan(layer, in_features, alternative), alternative)
 
 
 def unpacked(layer: torch.nn.Module) -> torch.nn.Linear | None:
@@ -103,17 +124,22 @@ def unpacked(layer: torch.nn.Module) -> torch.nn.Linear | None:
     return linear
 
 
-def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked) -> list[str]:
-    """Make every Linear of the model row-invariant on this machine the cheapest way found (`choose`: as it is,
+def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked,
+                     remember: Remember | None = None) -> list[str]:
+    """Make every Linear of the model row-invariant on this machine the cheapest way found (`plan`: as it is,
     padded in a RowPadded layer, or `alternative`'s kernel, padded or not); returns the names of the layers
-    replaced. Each distinct (out, in) shape is probed once. A layer nothing tried helps is left as it is (the
-    model's check at load then finds the difference). alternative None: only padding is tried."""
+    replaced. Each distinct (out, in) shape is probed once, or its answer taken from `remember` (a load keeps the
+    answers: probing the output layer alone takes seconds). A layer nothing tried helps is left as it is (the model's
+    check at load then finds the difference). alternative None: only padding is tried."""
     chosen: dict[tuple[int, int], Make | None] = {}
     replaced = []
     for module, name, child in linear_layers(model):
         shape = tuple(child.weight.shape)
         if shape not in chosen:
-            chosen[shape] = choose(child, shape[1], alternative)
+            def probe(child=child, shape=shape) -> Plan:
+                return plan(child, shape[1], alternative)
+
+            chosen[shape] = made(remember(child, probe) if remember else probe(), alternative)
         if chosen[shape] is not None:
             setattr(module, name, chosen[shape](child))
             replaced.append(name)
@@ -139,13 +165,14 @@ def fix_rows(model: torch.nn.Module, rows: int) -> list[str]:
     return [name for _, name, _ in layers]
 
 
-def make_row_invariant(model: torch.nn.Module, alternative: Make | None = unpacked) -> list[str]:
+def make_row_invariant(model: torch.nn.Module, alternative: Make | None = unpacked,
+                       remember: Remember | None = None) -> list[str]:
     """The runner's Linear layers made row-invariant on this CPU: in fixed-size blocks where its kernels need them
-    (fixed_rows_here), else padded where needed (pad_where_needed, with `alternative`); returns the names of the
-    layers replaced. The load's check then tests the whole model either way."""
+    (fixed_rows_here), else padded where needed (pad_where_needed, with `alternative` and `remember`); returns the
+    names of the layers replaced. The load's check then tests the whole model either way."""
     layers = linear_layers(model)
     rows = fixed_rows_here(layers[0][2].weight.dtype, layers[0][2].weight.device) if layers else None
-    return fix_rows(model, rows) if rows else pad_where_needed(model, alternative)
+    return fix_rows(model, rows) if rows else pad_where_needed(model, alternative, remember)
 
 
 def row_invariance(runner, tokens: Sequence[int], sizes: Sequence[int] = (2, 5, 16, 33)) -> float:

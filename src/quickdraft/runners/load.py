@@ -88,7 +88,8 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows).to(device)
     use_kernels(model, kernels)
-    make_row_invariant(model, alternative=None if kernels == "onednn" else unpacked)  # "onednn" asked: packed only
+    alternative = None if kernels == "onednn" else unpacked  # "onednn" asked: packed only
+    make_row_invariant(model, alternative, remember=kept_probe(alternative))
     runner = HFRunner(model, max_context)
     lean_checked(runner)
 
@@ -163,6 +164,40 @@ def verdict_key(runner, path: Path | str) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
+def kept_probe(alternative) -> Callable:
+    """invariance.pad_where_needed's `remember`: a Linear shape's probe answer (invariance.plan) kept under a hash of
+    what it depends on: the layer's kind, shape and dtype, the alternative tried, the code that probes and runs it,
+    torch's build and threads, and the CPU or GPU (models.home()/checks/probes/). Probing the output layer alone runs
+    129 one-row products of it (seconds); the model's check at load still tests the layers chosen."""
+    import hashlib
+    import json
+
+    from .. import cpu
+
+    here = Path(__file__).parent
+
+    def remember(layer: torch.nn.Module, probe: Callable):
+        what = {
+            "layer": type(layer).__name__, "shape": list(layer.weight.shape), "dtype": str(layer.weight.dtype),
+            "alternative": getattr(alternative, "__name__", None),
+            "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in ("invariance.py", "kernels.py")},
+            "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
+            "cpu": cpu.identity(), "device": _device_identity(layer.weight.device),
+        }
+        file = _verdict_file(hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest(), "probes")
+        if file is not None and file.is_file():
+            try:
+                how = json.loads(file.read_text())["plan"]
+                return None if how is None else (str(how[0]), int(how[1]))
+            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                pass  # unreadable: probe again
+        how = probe()
+        _keep(file, {"plan": how})
+        return how
+
+    return remember
+
+
 def _device_identity(device: torch.device) -> list:
     """The GPU the passes ran on (its name, compute capability and CUDA build), or "cpu" (cpu.identity says which)."""
     if device.type != "cuda":
@@ -170,21 +205,36 @@ def _device_identity(device: torch.device) -> list:
     return [torch.cuda.get_device_name(device), list(torch.cuda.get_device_capability(device)), torch.version.cuda]
 
 
-def _verdict_file(key: str) -> Path | None:
+def _verdict_file(key: str, folder: str = "") -> Path | None:
     import os
 
     from ..models import home
 
     if os.environ.get("QUICKDRAFT_CHECK_CACHE", "on").lower() in ("off", "0", "no", "false"):
         return None
-    return home() / "checks" / f"{key}.json"
+    return home() / "checks" / folder / f"{key}.json"
+
+
+def _keep(file: Path | None, answer: dict) -> None:
+    """Write an answer where a later load finds it (atomically); a cache that cannot be written is no error."""
+    import json
+    import time
+
+    if file is None:
+        return
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({**answer, "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+        tmp.replace(file)
+    except OSError:
+        pass  # check at every load, as without a cache
 
 
 def checked(runner, path: Path | str, check: Callable[[object], float]) -> tuple[float, bool]:
     """check(runner), or its answer from an earlier load of exactly this configuration; (answer, whether it was
     kept from before)."""
     import json
-    import time
 
     file = _verdict_file(verdict_key(runner, path))
     if file is not None and file.is_file():
@@ -193,12 +243,5 @@ def checked(runner, path: Path | str, check: Callable[[object], float]) -> tuple
         except (OSError, ValueError, KeyError, TypeError):
             pass  # unreadable: check again
     worst = check(runner)
-    if file is not None:
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"worst": worst, "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}))
-            tmp.replace(file)
-        except OSError:
-            pass  # a cache that cannot be written: check at every load, as without it
+    _keep(file, {"worst": worst})
     return worst, False
