@@ -5,8 +5,8 @@ for spec in "qwen2.5-coder-0.5b fp32" "qwen2.5-coder-0.5b bf16" "qwen2.5-coder-1
   .venv/bin/python docs/results/2026-11-25-fp32-exact/pass_costs.py --model $1 --dtype $2 > pass_costs-${1#qwen2.5-coder-}-$2.txt
 done
 # Row invariance over cache lengths:
-.venv/bin/python docs/results/2026-11-25-fp32-exact/sweep.py --dtype bf16 > sweep-0.5b-bf16.txt
-.venv/bin/python docs/results/2026-11-25-fp32-exact/sweep.py --dtype fp32 --longest 1200 > sweep-0.5b-fp32.txt
+.venv/bin/python docs/results/2026-11-25-fp32-exact/sweep.py --dtype bf16 >> sweep-0.5b.txt  # under a "# sweep.py --dtype bf16" line
+.venv/bin/python docs/results/2026-11-25-fp32-exact/sweep.py --dtype fp32 --longest 1200 >> sweep-0.5b.txt  # under its own line
 # The README's edit command in both dtypes:
 for dt in bf16 fp32; do
   .venv/bin/quickdraft generate --dtype $dt --edit examples/inventory.py \
