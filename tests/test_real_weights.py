@@ -64,3 +64,26 @@ def test_split_again_replaces_only_its_own_folders(gguf, tmp_path):
     manifest = real_weights.split(gguf, out, 4 / 1024, "tiny", [])
     assert len(manifest["parts"]) == 2
     assert sorted(x.name for x in out.iterdir()) == ["1", "2", "notes.txt"]
+
+
+@pytest.mark.real_model
+def test_a_real_model_joined_from_its_parts_drafts_what_it_decodes_plainly(tmp_path):
+    """The device call end to end on the CPU, on SmolLM2-135M's real GGUF in two parts: joined, loaded with the load's
+    check, and every quickdraft job's output equal to its plain decoding; transformers' jobs run beside it."""
+    from quickdraft import models
+
+    code = "def area(w, h):\n    return w * h\n\n\nprint(area(2, 3))\n"
+    asked = [{"name": "tiny edit", "messages": [{"role": "user", "content": f"Rename area to surface:\n```python\n{code}```"}],
+              "prediction": f"```python\n{code.replace('area', 'surface')}```", "max_new_tokens": 24}]
+    parts, stash, out = tmp_path / "parts", tmp_path / "stash", tmp_path / "out"
+    manifest = real_weights.split(models.gguf_file("smollm2-135m", progress=False), parts, 60, "smollm2-135m", asked)
+    assert len(manifest["parts"]) == 2
+    real_weights.stash(parts / "1", stash)  # the first call; the second joins and runs
+    assert real_weights.run_real(parts / "2", "cpu", out, into=stash) == 0
+    report = json.loads((out / "real_weights.json").read_text())
+    jobs = report["requests"][0]["jobs"]
+    assert set(jobs) == {"quickdraft plain", "quickdraft prediction", "quickdraft lookup", "transformers plain",
+                         "transformers prompt lookup"}
+    assert all(jobs[f"quickdraft {job}"]["same"] for job in ("plain", "prediction", "lookup"))
+    assert jobs["quickdraft plain"]["tokens"] > 0 and jobs["quickdraft prediction"]["passes"] < jobs["quickdraft plain"]["passes"]
+    assert "| tiny edit | ratios |" in (out / "real_weights.md").read_text()
