@@ -34,6 +34,8 @@ from typing import Sequence
 
 import torch
 
+from . import device_check
+
 STASH = Path("/tmp/quickdraft-real-weights")
 MANIFEST = "manifest.json"
 GGUF_WHEEL = "gguf==0.19.0"  # pure Python; what transformers reads GGUF files with (not installed on the device)
@@ -146,8 +148,34 @@ def _hf_generate(hf, prompt: Sequence[int], eos: Sequence[int], max_new_tokens: 
     return time.perf_counter() - t, out
 
 
-QUICKDRAFT_JOBS = {"plain": {"drafter": "none"}, "prediction": {}, "lookup": {"drafter": "lookup"}}
-HF_JOBS = {"plain": {}, "prompt lookup": {"prompt_lookup_num_tokens": 10}}
+# the device check's jobs; transformers' named by what they do (there "hf plain", here the tool's own column)
+HF_JOBS = {name.removeprefix("hf "): extra for name, extra in device_check.HF_JOBS.items()}
+
+
+def _runs(g, hf, r: dict, prompt: Sequence[int], eos: Sequence[int], n: int, rounds: int):
+    """Each job on request r, `rounds` times taking turns, n new tokens: per (tool, job) the seconds of each run, the
+    output, the passes (quickdraft's), and the jobs whose runs gave different outputs."""
+    times: dict[tuple[str, str], list[float]] = {}
+    outputs: dict[tuple[str, str], list[int]] = {}
+    passes: dict[tuple[str, str], int] = {}
+    unstable: set[tuple[str, str]] = set()
+
+    def done(key: tuple[str, str], seconds: float, tokens: list[int]) -> None:
+        times.setdefault(key, []).append(seconds)
+        if outputs.setdefault(key, tokens) != tokens:
+            unstable.add(key)
+
+    for _ in range(rounds):
+        for job, extra in device_check.QUICKDRAFT_JOBS.items():
+            if job == "prediction" and not r.get("prediction"):
+                continue
+            extra = dict(extra, **({"prediction": r["prediction"]} if job == "prediction" else {}))
+            res = g.generate(r["messages"], max_new_tokens=n, prefix_reuse=False, **extra)
+            done(("quickdraft", job), res.stats.prefill_s + res.stats.decode_s, res.token_ids)
+            passes["quickdraft", job] = res.stats.target_passes
+        for job, extra in HF_JOBS.items():
+            done(("transformers", job), *_hf_generate(hf, prompt, eos, n, **extra))
+    return times, outputs, passes, unstable
 
 
 def run_real(folder: Path, device: str, out: Path, rounds: int = 1, max_new_tokens: int | None = None,
@@ -201,32 +229,12 @@ def run_real(folder: Path, device: str, out: Path, rounds: int = 1, max_new_toke
                          f"{g.runner.max_context} | | | | | | |")
             print(lines[-1], flush=True)
             continue
-        for warm in (True, False):  # a first short run of each job, untimed: kernels and handles out of the figures
-            n = 16 if warm else limit
-            times: dict[tuple[str, str], list[float]] = {}
-            outputs: dict[tuple[str, str], list[int]] = {}
-            passes: dict[tuple[str, str], int] = {}
-            for _ in range(1 if warm else rounds):
-                for job, extra in QUICKDRAFT_JOBS.items():
-                    if job == "prediction":
-                        if not r.get("prediction"):
-                            continue
-                        extra = {"prediction": r["prediction"]}
-                    res = g.generate(r["messages"], max_new_tokens=n, prefix_reuse=False, **extra)
-                    key = ("quickdraft", job)
-                    times.setdefault(key, []).append(res.stats.prefill_s + res.stats.decode_s)
-                    if outputs.setdefault(key, res.token_ids) != res.token_ids:
-                        outputs[key] = []  # two runs of one job disagree: never the same as plain
-                    passes[key] = res.stats.target_passes
-                for job, extra in HF_JOBS.items():
-                    seconds, tokens = _hf_generate(hf, prompt, eos, n, **extra)
-                    key = ("transformers", job)
-                    times.setdefault(key, []).append(seconds)
-                    if outputs.setdefault(key, tokens) != tokens:
-                        outputs[key] = []
+        _runs(g, hf, r, prompt, eos, 16, 1)  # each job once, short and untimed: kernels and handles out of the figures
+        times, outputs, passes, unstable = _runs(g, hf, r, prompt, eos, limit, rounds)
         entry = {"name": r["name"], "prompt": len(prompt), "jobs": {}}
         for (tool, job), values in times.items():
-            same = outputs[tool, job] == outputs[tool, "plain"] and bool(outputs[tool, job] or not outputs[tool, "plain"])
+            steady = not {(tool, job), (tool, "plain")} & unstable  # every run of both gave one output
+            same = steady and outputs[tool, job] == outputs[tool, "plain"]
             entry["jobs"][f"{tool} {job}"] = {"seconds": statistics.median(values), "runs": values,
                                              "tokens": len(outputs[tool, job]), "same": same,
                                              "passes": passes.get((tool, job))}
