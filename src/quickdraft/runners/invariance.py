@@ -40,6 +40,7 @@ positions.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Sequence
 
 import torch
@@ -136,9 +137,7 @@ def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked
     for module, name, child in linear_layers(model):
         shape = tuple(child.weight.shape)
         if shape not in chosen:
-            def probe(child=child, shape=shape) -> Plan:
-                return plan(child, shape[1], alternative)
-
+            probe = partial(plan, child, shape[1], alternative)
             chosen[shape] = made(remember(child, probe) if remember else probe(), alternative)
         if chosen[shape] is not None:
             setattr(module, name, chosen[shape](child))

@@ -136,32 +136,40 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
 CHECKED_SOURCES = ("attention.py", "base.py", "hf.py", "invariance.py", "kernels.py", "lean.py", "load.py")
 
 
-def verdict_key(runner, path: Path | str) -> str:
-    """The hash a check's answer is kept under: everything the answer depends on (above)."""
+def _hash(what: object) -> str:
     import hashlib
     import json
 
-    import transformers
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
+
+def _build(sources: tuple[str, ...]) -> dict:
+    """What of this code and this machine a kept answer depends on: the sources named (runners/), torch's build and
+    threads, and the CPU (cpu.identity)."""
     from .. import cpu
 
     here = Path(__file__).parent
+    return {"code": {name: _hash((here / name).read_text()) for name in sources},
+            "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()], "cpu": cpu.identity()}
+
+
+def verdict_key(runner, path: Path | str) -> str:
+    """The hash a check's answer is kept under: everything the answer depends on (above)."""
+    import transformers
+
     folder = Path(path).resolve()
     weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir()
                      if f.suffix in (".safetensors", ".bin", ".json"))
-    what = {
+    return _hash({
         "model": [str(folder), weights],
-        "layers": hashlib.sha256(repr(runner.model).encode()).hexdigest(),
+        "layers": _hash(repr(runner.model)),
         "attention": runner.model.config._attn_implementation, "dtype": runner.dtype, "kernels": runner.kernels,
         "padded keys": bool(runner.lean is not None and runner.lean.pad_keys),  # lean.py's KeyBuffers
         "padded rows": runner.lean.pad_rows if runner.lean is not None else None,  # lean.LeanPass.pad_rows
-        "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in CHECKED_SOURCES},
-        "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
+        **_build(CHECKED_SOURCES),
         "transformers": transformers.__version__,
-        "cpu": cpu.identity(),
         "device": _device_identity(runner.device),
-    }
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+    })
 
 
 def kept_probe(alternative) -> Callable:
@@ -169,22 +177,15 @@ def kept_probe(alternative) -> Callable:
     what it depends on: the layer's kind, shape and dtype, the alternative tried, the code that probes and runs it,
     torch's build and threads, and the CPU or GPU (models.home()/checks/probes/). Probing the output layer alone runs
     129 one-row products of it (seconds); the model's check at load still tests the layers chosen."""
-    import hashlib
     import json
 
-    from .. import cpu
-
-    here = Path(__file__).parent
+    build = {**_build(("invariance.py", "kernels.py")), "alternative": getattr(alternative, "__name__", None)}
 
     def remember(layer: torch.nn.Module, probe: Callable):
-        what = {
-            "layer": type(layer).__name__, "shape": list(layer.weight.shape), "dtype": str(layer.weight.dtype),
-            "alternative": getattr(alternative, "__name__", None),
-            "code": {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in ("invariance.py", "kernels.py")},
-            "torch": [torch.__version__, torch.version.git_version, torch.get_num_threads()],
-            "cpu": cpu.identity(), "device": _device_identity(layer.weight.device),
-        }
-        file = _verdict_file(hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest(), "probes")
+        w = layer.weight
+        what = {**build, "layer": type(layer).__name__, "shape": list(w.shape), "dtype": str(w.dtype),
+                "device": _device_identity(w.device)}
+        file = _verdict_file(_hash(what), "probes")
         if file is not None and file.is_file():
             try:
                 how = json.loads(file.read_text())["plan"]
