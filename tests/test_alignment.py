@@ -14,6 +14,7 @@ from conftest import check_invariants, run_scripted
 
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import POLICIES as PREDICTION_POLICIES
+from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 
 POLICIES = st.sampled_from(list(PREDICTION_POLICIES))
 FAST = settings(max_examples=200, deadline=None)
@@ -235,6 +236,27 @@ def test_default_reanchors_after_an_edit(length, size, kind, data):
     after = steps[departing + 1 :]
     eos_pass = not after[-1].verdict.draft and after[-1].tokens == ()  # prediction used up by a bonus
     assert sum(1 for s in after if not s.verdict.draft) == plain + eos_pass
+
+
+@pytest.mark.parametrize("window", [PredictionConfig().window, 64])
+def test_a_long_insertion_reanchors_on_two_tokens_anywhere(window):
+    # The output inserts 40 new tokens into a right prediction of distinct tokens. Where it comes back, the
+    # prediction's place is 40 tokens before hint (where a same-length replacement would be), beyond the default
+    # one-token window (24): the first token back is decoded plainly, then two agreeing tokens re-anchor through
+    # the far index (strong_ngram 2). A window of 64 takes the one token.
+    P = list(range(1, 121))
+    script = P[:40] + list(range(200, 240)) + P[40:]
+    config = PredictionConfig(window=window)
+    stats, steps, out = run_scripted(script, P, drafter=PredictionDrafter(P, config))
+    assert out == script
+    check_invariants(stats, steps, out)
+    starts = [0]
+    for s in steps:
+        starts.append(starts[-1] + len(s.tokens))
+    plain_back = [starts[i] for i, s in enumerate(steps) if not s.verdict.draft and starts[i] >= 80]
+    assert plain_back == ([80, 81] if window < 40 else [80])
+    back = next(i for i, s in enumerate(steps) if starts[i] > plain_back[-1])
+    assert steps[back].verdict.accepted == len(steps[back].verdict.draft) > 0  # drafts P[42:] and is right
 
 
 # -- openai policy: bounded drafts and the recovery threshold ----------------------------------------------

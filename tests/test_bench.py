@@ -21,6 +21,7 @@ from conftest import OUROBOROS_RESULTS, load_script, save_char_model
 from quickdraft import cli
 from quickdraft.bench import harness, methods, report, study, workloads
 from quickdraft.errors import QuickdraftError
+from quickdraft.drafters.prediction import PredictionConfig
 
 CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
                  "{% if add_generation_prompt %}assistant: {% endif %}")
@@ -497,7 +498,14 @@ def test_study_openai_shape(study_result):
 
 def test_study_default_recovers_sooner_with_fewer_passes(study_result):
     o, d = study_result.summary["openai"], study_result.summary["default"]
-    assert d["resume_after_max"] == 1  # re-anchors after one agreeing token
+    # re-anchors after one agreeing token near where a same-length replacement leaves it, two anywhere: an insertion
+    # of up to PredictionConfig().window tokens resumes after one, a longer one after two
+    assert d["resume_after_max"] == 2
+    window = PredictionConfig().window
+    by_length = {r["length"]: r["resume_after"] for r in study_result.rows
+                 if r["policy"] == "default" and r["experiment"] == "insertion_length"}
+    assert {v for n, v in by_length.items() if n <= window} <= {0, 1}
+    assert {v for n, v in by_length.items() if n > window} == {2}
     for e in ("insertion_position", "insertion_length"):
         assert d[f"{e}_accepted"] > o[f"{e}_accepted"] and d[f"{e}_passes"] < o[f"{e}_passes"]
     # Measured, not wished: its longer drafts (up to 64) cost more rejected tokens at a departure.

@@ -1,7 +1,10 @@
-"""Three re-anchoring rules for the prediction drafter, replayed through the engine (README.md): none kept.
+"""Re-anchoring rules, replayed through the engine (README.md): three rules on the evidence of 4 tokens anywhere and 1
+within 64 of hint (none kept), and that evidence against the kept one (2 anywhere, 1 within 24).
 
     .venv/bin/python docs/results/2026-11-27-reanchor-rules/rules.py outputs.jsonl   # collect_outputs.py's rows
     .venv/bin/python docs/results/2026-11-27-reanchor-rules/rules.py held            # the oracle's held-out tasks
+    LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \
+      .venv/bin/python docs/results/2026-11-27-reanchor-rules/rules.py model refactor 4 12  # the evidence, on the model
 """
 import json
 import sys
@@ -10,7 +13,11 @@ sys.path.insert(0, "scripts")
 from draft_replay import cost_of, replay  # noqa: E402
 
 import quickdraft.sizing as sizing  # noqa: E402
-from quickdraft.drafters.prediction import PredictionDrafter  # noqa: E402
+from quickdraft.drafters.build import PredictionOrLookup as PL  # noqa: E402
+from quickdraft.drafters.lookup import PromptLookupDrafter as Lookup  # noqa: E402
+from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter  # noqa: E402
+
+BEFORE, AFTER = PredictionConfig(strong_ngram=4, window=64), PredictionConfig()  # the evidence before and after
 
 
 class History(PredictionDrafter):
@@ -73,6 +80,42 @@ SHORT = cost_of({1: 1, 9: 1.16, 17: 1.6, 26: 2.18, 51: 3.5, 89: 6.0, 129: 8.2}) 
 LONG = cost_of({1: 1, 9: 1.17, 17: 1.64, 21: 1.9, 63: 4.6, 91: 7.2, 129: 9.2})  # after ~3,000
 RULES = {"prediction": PredictionDrafter, "history tie-break": History, "inherited run, 1/2": inherited(2),
          "inherited run, 1/8": inherited(8), "learned first draft": Learned}
+RULES = {name: (lambda rule: lambda p: rule(p, BEFORE))(rule) for name, rule in RULES.items()}
+RULES.update({"evidence 2 anywhere, 1 within 24 (kept)": lambda p: PredictionDrafter(p, AFTER),
+              "prediction+lookup, evidence before": lambda p: PL(PredictionDrafter(p, BEFORE), Lookup()),
+              "prediction+lookup, evidence kept": lambda p: PL(PredictionDrafter(p, AFTER), Lookup())})
+
+
+def model(wl, lo, hi):
+    """The evidence before and after on the model (bf16, greedy, 512 new tokens), the order rotating by task."""
+    import quickdraft
+    from quickdraft.bench import workloads
+
+    names = ["prediction", "evidence 2 anywhere, 1 within 24 (kept)", "prediction+lookup, evidence before",
+             "prediction+lookup, evidence kept"]
+    tasks = list(workloads.WORKLOADS[wl].load(workloads.data_dir(), None))[lo:hi]
+    gen = quickdraft.load("qwen2.5-coder-0.5b")
+    print(f"| {wl} task | tokens | prediction: before / after | prediction+lookup: before / after | same output |")
+    print("|---|---|---|---|---|")
+    tot = {n: [0, 0.0] for n in names}
+    for i, t in enumerate(tasks):
+        ids = gen.tokenizer.encode(t.prediction, add_special_tokens=False)
+        res = {}
+        for n in names[i % 4:] + names[: i % 4]:
+            res[n] = gen.generate(t.messages, drafter=RULES[n](ids), max_new_tokens=512)
+            tot[n][0] += res[n].stats.target_passes
+            tot[n][1] += res[n].stats.decode_s
+        same = len({tuple(r.token_ids) for r in res.values()}) == 1
+        c = [f"{res[n].stats.target_passes} passes, {res[n].stats.decode_s:.2f} s" for n in names]
+        print(f"| {t.id[:32]} | {res[names[0]].stats.completion_tokens} | {c[0]} / {c[1]} | {c[2]} / {c[3]} | {same} |",
+              flush=True)
+    c = [f"{tot[n][0]} passes, {tot[n][1]:.2f} s" for n in names]
+    print(f"| all | | {c[0]} / {c[1]} | {c[2]} / {c[3]} | |")
+
+
+if sys.argv[1] == "model":
+    model(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    sys.exit()
 if sys.argv[1] == "held":  # plain outputs of ../2026-11-26-heldout-again, costs of ../2026-11-27-substitutions
     from pathlib import Path
 

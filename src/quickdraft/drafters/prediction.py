@@ -43,7 +43,7 @@ Policies:
   * "openai": what OpenAI's hosted service was measured to do (see docs/predicted-outputs.md):
     a fixed draft of at most 16 tokens per pass, and after the output departs from the prediction
     no drafting until the last 32 output tokens match 32 consecutive prediction tokens.
-  * "default": re-anchors as soon as one token of agreement is seen near the hint (or 4 far
+  * "default": re-anchors as soon as one token of agreement is seen near the hint (or 2 far
     away), and sizes each draft by the current run of agreement: a draft `growth` (2) times the number
     of consecutive output tokens matching the prediction at the anchor, between min_draft and
     max_draft. A fresh prediction starts with `initial_draft`. A run that keeps being right triples
@@ -76,8 +76,10 @@ class PredictionConfig:
     growth: int = 2  # a draft is this many times the current run of agreement
     replace_after: int = 8  # agreed tokens before a departure from the anchor is first read as a replacement
     recovery_threshold: int = 1  # tokens of agreement needed to re-anchor after a departure
-    strong_ngram: int = 4  # n-gram length of the far (any distance) candidate index
-    window: int = 64  # how far from hint a one-token match may re-anchor
+    # Re-anchoring evidence (replayed: docs/predicted-outputs.md#finding-its-place-again): two tokens anywhere, one
+    # near hint. A wider near window re-anchored on common tokens (",", " =") in changed code and moved hint there.
+    strong_ngram: int = 2  # n-gram length of the far (any distance) candidate index
+    window: int = 24  # how far from hint a one-token match may re-anchor
     max_match: int = 64  # cap on backward match length when scoring candidates
     substitute: bool = True  # learn one-token replacements and draft them where the token recurs (module docstring)
 
@@ -93,7 +95,7 @@ class PredictionConfig:
     def for_policy(cls, policy: Policy) -> "PredictionConfig":
         if policy == "openai":
             return cls(policy="openai", initial_draft=16, min_draft=16, max_draft=16, recovery_threshold=32,
-                       max_match=32, substitute=False)
+                       strong_ngram=4, window=64, max_match=32, substitute=False)
         return cls(policy=policy)
 
 
