@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from quickdraft.drafters.base import FirstOf
+from quickdraft.drafters.build import PredictionOrLookup, build_drafter
 from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
@@ -71,6 +72,11 @@ CONFIGS: dict[str, tuple[bool, Callable]] = {
     "prediction no substitution": (True, lambda p: PredictionDrafter(p, PredictionConfig(substitute=False))),
     "prediction+lookup 3-gram": (True, lambda p: FirstOf([PredictionDrafter(p, PredictionConfig()),
                                                           PromptLookupDrafter(LookupConfig(min_ngram=3))])),
+    "prediction+lookup": (True, lambda p: build_drafter("prediction+lookup", p)),  # as the engine builds it
+    # the re-anchoring evidence before 2026-11-27 (docs/results/2026-11-27-reanchor-rules)
+    "prediction evidence 4/64": (True, lambda p: PredictionDrafter(p, PredictionConfig(strong_ngram=4, window=64))),
+    "prediction+lookup evidence 4/64": (True, lambda p: PredictionOrLookup(
+        PredictionDrafter(p, PredictionConfig(strong_ngram=4, window=64)), PromptLookupDrafter())),
     "longest of prediction and lookup 2-5-gram": (True, lambda p: Longest([PredictionDrafter(p, PredictionConfig()),
                                                                        PromptLookupDrafter(WIDE_LOOKUP)])),
 }
