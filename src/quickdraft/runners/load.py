@@ -177,24 +177,14 @@ def kept_probe(alternative) -> Callable:
     what it depends on: the layer's kind, shape and dtype, the alternative tried, the code that probes and runs it,
     torch's build and threads, and the CPU or GPU (models.home()/checks/probes/). Probing the output layer alone runs
     129 one-row products of it (seconds); the model's check at load still tests the layers chosen."""
-    import json
-
     build = {**_build(("invariance.py", "kernels.py")), "alternative": getattr(alternative, "__name__", None)}
 
     def remember(layer: torch.nn.Module, probe: Callable):
         w = layer.weight
         what = {**build, "layer": type(layer).__name__, "shape": list(w.shape), "dtype": str(w.dtype),
                 "device": _device_identity(w.device)}
-        file = _verdict_file(_hash(what), "probes")
-        if file is not None and file.is_file():
-            try:
-                how = json.loads(file.read_text())["plan"]
-                return None if how is None else (str(how[0]), int(how[1]))
-            except (OSError, ValueError, KeyError, TypeError, IndexError):
-                pass  # unreadable: probe again
-        how = probe()
-        _keep(file, {"plan": how})
-        return how
+        return _kept_or(_verdict_file(_hash(what), "probes"), probe, "plan",
+                        lambda how: None if how is None else (str(how[0]), int(how[1])))[0]
 
     return remember
 
@@ -216,33 +206,30 @@ def _verdict_file(key: str, folder: str = "") -> Path | None:
     return home() / "checks" / folder / f"{key}.json"
 
 
-def _keep(file: Path | None, answer: dict) -> None:
-    """Write an answer where a later load finds it (atomically); a cache that cannot be written is no error."""
+def _kept_or(file: Path | None, compute: Callable, field: str, parse: Callable) -> tuple[object, bool]:
+    """parse(the answer's `field`) kept in `file` by an earlier load, else compute()'s, kept there (atomically; a cache
+    that cannot be read is computed again, one that cannot be written is no error); (answer, whether it was kept)."""
     import json
     import time
 
-    if file is None:
-        return
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({**answer, "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}))
-        tmp.replace(file)
-    except OSError:
-        pass  # check at every load, as without a cache
+    if file is not None and file.is_file():
+        try:
+            return parse(json.loads(file.read_text())[field]), True
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            pass  # unreadable: compute again
+    answer = compute()
+    if file is not None:
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = file.with_suffix(".tmp")
+            tmp.write_text(json.dumps({field: answer, "checked": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+            tmp.replace(file)
+        except OSError:
+            pass  # compute at every load, as without a cache
+    return answer, False
 
 
 def checked(runner, path: Path | str, check: Callable[[object], float]) -> tuple[float, bool]:
     """check(runner), or its answer from an earlier load of exactly this configuration; (answer, whether it was
     kept from before)."""
-    import json
-
-    file = _verdict_file(verdict_key(runner, path))
-    if file is not None and file.is_file():
-        try:
-            return float(json.loads(file.read_text())["worst"]), True
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # unreadable: check again
-    worst = check(runner)
-    _keep(file, {"worst": worst})
-    return worst, False
+    return _kept_or(_verdict_file(verdict_key(runner, path)), lambda: check(runner), "worst", float)
