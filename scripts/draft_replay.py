@@ -58,6 +58,9 @@ class Longest(FirstOf):
         drafts = [d.propose(context, budget) for d in self.drafters]
         return max(drafts, key=len)  # max keeps the first of equal lengths
 
+# the re-anchoring evidence before 2026-11-27 (docs/results/2026-11-27-reanchor-rules)
+EVIDENCE_4_64 = PredictionConfig(strong_ngram=4, window=64)
+
 # name -> (needs a prediction, drafter factory(prediction ids))
 CONFIGS: dict[str, tuple[bool, Callable]] = {
     "lookup 1-gram+": (False, lambda p: PromptLookupDrafter(OLD_LOOKUP)),
@@ -73,10 +76,9 @@ CONFIGS: dict[str, tuple[bool, Callable]] = {
     "prediction+lookup 3-gram": (True, lambda p: FirstOf([PredictionDrafter(p, PredictionConfig()),
                                                           PromptLookupDrafter(LookupConfig(min_ngram=3))])),
     "prediction+lookup": (True, lambda p: build_drafter("prediction+lookup", p)),  # as the engine builds it
-    # the re-anchoring evidence before 2026-11-27 (docs/results/2026-11-27-reanchor-rules)
-    "prediction evidence 4/64": (True, lambda p: PredictionDrafter(p, PredictionConfig(strong_ngram=4, window=64))),
-    "prediction+lookup evidence 4/64": (True, lambda p: PredictionOrLookup(
-        PredictionDrafter(p, PredictionConfig(strong_ngram=4, window=64)), PromptLookupDrafter())),
+    "prediction evidence 4/64": (True, lambda p: PredictionDrafter(p, EVIDENCE_4_64)),
+    "prediction+lookup evidence 4/64": (True, lambda p: PredictionOrLookup(PredictionDrafter(p, EVIDENCE_4_64),
+                                                                           PromptLookupDrafter())),
     "longest of prediction and lookup 2-5-gram": (True, lambda p: Longest([PredictionDrafter(p, PredictionConfig()),
                                                                        PromptLookupDrafter(WIDE_LOOKUP)])),
 }

@@ -248,14 +248,16 @@ def _markdown(summary: dict, reference: list[dict], plots: list[Path], n: int, i
                      ("insertion_length", f"insertion at {insert_position}, lengths 1..64")):
         lines.append(f"| {label}: accepted / rejected / passes, summed | {o[e + '_accepted']} / {o[e + '_rejected']} / "
                      f"{o[e + '_passes']} | {d[e + '_accepted']} / {d[e + '_rejected']} / {d[e + '_passes']} |")
+    window = PredictionConfig().window
     lines += [
         "", "- `openai`: never more than 16 rejected per departure (it verifies 16 per pass), and after a departure it "
         "drafts again only once 32 output tokens agree with the prediction: the published shape.",
-        "- `default`: re-anchors after one agreeing token within 24 tokens of where the output would be after a "
-        "same-length replacement, after two anywhere (at once, after a run, where such a replacement leaves it: "
-        "here an insertion longer than 24 tokens waits for two) and sizes drafts by the run of agreement (16, 50, 128 from the start; 8, 20, 62, 128 after a "
-        "re-anchor), so it accepts more and needs far fewer passes; a departure inside one of its longer drafts costs "
-        "up to that draft (at most 128) in rejected tokens, so its rejected totals are not lower than `openai`'s.", "",
+        f"- `default`: re-anchors after one agreeing token within {window} tokens of where the output would be after "
+        "a same-length replacement, after two anywhere (at once, after a run, where such a replacement leaves it: "
+        f"here an insertion longer than {window} tokens waits for two) and sizes drafts by the run of agreement "
+        "(16, 50, 128 from the start; 8, 20, 62, 128 after a re-anchor), so it accepts more and needs far fewer "
+        "passes; a departure inside one of its longer drafts costs up to that draft (at most 128) in rejected tokens, "
+        "so its rejected totals are not lower than `openai`'s.", "",
         "## Reference points (58-token script; hand-worked in tests/test_accounting.py)", "",
         "| case | published (OpenAI) accepted / rejected | `openai` policy | `default` policy |", "|---|---|---|---|",
     ]
