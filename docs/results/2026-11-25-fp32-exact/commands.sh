@@ -2,7 +2,7 @@
 # Pass costs before/after, both loads in one process (qwen2.5-coder-1.5b fp32 twice did not fit in 24 GiB):
 for spec in "qwen2.5-coder-0.5b fp32" "qwen2.5-coder-0.5b bf16" "qwen2.5-coder-1.5b bf16"; do
   set -- $spec
-  .venv/bin/python docs/results/2026-11-25-fp32-exact/pass_costs.py --model $1 --dtype $2 > pass_costs-${1#qwen2.5-coder-}-$2.txt
+  .venv/bin/python docs/results/2026-11-25-fp32-exact/pass_costs.py --model $1 --dtype $2 >> pass_costs.txt  # the three runs, one after another
 done
 # Row invariance over cache lengths:
 .venv/bin/python docs/results/2026-11-25-fp32-exact/sweep.py --dtype bf16 >> sweep-0.5b.txt  # under a "# sweep.py --dtype bf16" line

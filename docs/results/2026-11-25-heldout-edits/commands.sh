@@ -19,7 +19,7 @@ PRE="LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4:$PWD/.venv-vl
 .venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-r0 --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-ngram --vllm-env "VLLM_CPU_NUM_OF_RESERVED_CPU=0"
 .venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-r0-pre --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-ngram --vllm-env "VLLM_CPU_NUM_OF_RESERVED_CPU=0 $PRE"
 .venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-pre --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-ngram --vllm-env "$PRE"
-#   -> vllm-settings/{r0,r0-pre,pre}.jsonl
+#   -> vllm-settings.jsonl, runs r0, r0-pre and pre
 
 # vLLM with its best settings above, the 16 tasks again
 .venv/bin/python scripts/vllm_bench.py --model qwen2.5-coder-0.5b --out bench-out/vllm-heldout-tuned --skip 3 --limit 8 \
@@ -35,10 +35,10 @@ python3 -m venv /tmp/venv-stock && /tmp/venv-stock/bin/pip install llama-cpp-pyt
 
 python3 docs/results/2026-11-25-heldout-edits/summary.py > docs/results/2026-11-25-heldout-edits/summary.txt
 
-# n-gram with numba held to one thread (vllm-settings/r0-pre-numba1.jsonl)
+# n-gram with numba held to one thread (vllm-settings.jsonl, run r0-pre-numba1)
 .venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-r0-pre-numba1 --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-ngram --vllm-env "VLLM_CPU_NUM_OF_RESERVED_CPU=0 NUMBA_NUM_THREADS=1 $PRE"
 
-# quickdraft's proposer with each setting alone (vllm-settings/qd-pre.jsonl, qd-r0.jsonl)
+# quickdraft's proposer with each setting alone (vllm-settings.jsonl, runs qd-pre and qd-r0)
 .venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-qd-pre --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-quickdraft --quickdraft-methods vllm+qd-prediction --vllm-env "$PRE"
 .venv/bin/python scripts/vllm_bench.py --out bench-out/vcfg-qd-r0 --skip 3 --limit 2 --workloads refactor,edit_eval --clients 1 --servers vllm-quickdraft --quickdraft-methods vllm+qd-prediction --vllm-env "VLLM_CPU_NUM_OF_RESERVED_CPU=0"
 
