@@ -63,10 +63,9 @@ def request(url: str, name: str, task: W.Task, method: str, max_tokens: int) -> 
     """One chat request; its text, latency and what usage / vLLM's metrics say about drafting."""
     body: dict = {}
     kind = method.split("/")[0]  # vllm+qd-prediction/off: the unsized server's
-    if kind in ("vllm+qd-prediction", "vllm+qd-prediction+lookup"):
+    if kind in ("vllm+qd-prediction", "vllm+qd-prediction+lookup"):  # named: the server's "auto" is the latter
         body["prediction"] = {"type": "content", "content": task.prediction}
-        if kind == "vllm+qd-prediction+lookup":
-            body["vllm_xargs"] = {"qd_drafter": "prediction+lookup"}
+        body["vllm_xargs"] = {"qd_drafter": kind.removeprefix("vllm+qd-")}
     elif kind == "vllm+qd-lookup":
         body["vllm_xargs"] = {"qd_drafter": "lookup"}
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=3600)
