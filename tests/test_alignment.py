@@ -380,6 +380,23 @@ def test_prompt_lookup_docstring_example():
     assert again.propose([3, 4, 1, 2, 7, 3, 4, 1], budget=3).tokens == (2, 7, 3)
 
 
+def test_auto_with_a_prediction_is_prediction_and_lookup_except_under_openai():
+    """drafter "auto" with a prediction: prediction+lookup under the default policy, the prediction alone under
+    "openai" (OpenAI's service drafts nothing else); without one, the draft model where loaded, else lookup. The
+    library's requests get the same (api.Generator.make_drafter)."""
+    from quickdraft.drafters.build import PredictionOrLookup, build_drafter, resolve_auto
+
+    assert resolve_auto("auto", True, True) == "prediction+lookup"
+    assert resolve_auto("auto", True, False, "openai") == "prediction"
+    assert resolve_auto("auto", False, True, "openai") == "draft-model"
+    assert resolve_auto("auto", False, False) == "lookup"
+    assert resolve_auto("prediction", True, False) == "prediction"  # a name asked for is kept
+    assert isinstance(build_drafter("auto", [5, 6, 7]), PredictionOrLookup)
+    openai = build_drafter("auto", [5, 6, 7], policy="openai")
+    assert type(openai) is PredictionDrafter and openai.config.policy == "openai"
+    assert isinstance(build_drafter("auto", None), PromptLookupDrafter)
+
+
 def test_prediction_or_lookup_takes_lookup_after_a_weak_reanchor():
     """prediction+lookup (build.PredictionOrLookup): after the output leaves the prediction for text the prompt holds,
     and the prediction re-anchors on a single token of it (9), lookup's 3-gram match (60 61 9) drafts the prompt's

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from transformers import Lfm2Config, Lfm2ForCausalLM
 
 from quickdraft import cli
@@ -48,6 +47,23 @@ def test_bad_input_fails_before_any_work(scripted, prompt, options, message):
     with pytest.raises(QuickdraftError, match=message.replace("[", r"\[")):
         scripted.stream(prompt, **options)
     assert scripted.runner.passes == 0
+
+
+def test_auto_drafts_by_lookup_where_the_prediction_has_nothing():
+    """drafter "auto" with a prediction is prediction+lookup: past the prediction's end, lookup drafts the output's
+    repeat ("hello world" again); the prediction alone, and "auto" under policy "openai", draft nothing there. The
+    output is the target's either way, and the counts add up across sources."""
+    tok = ByteTokenizer()
+    text = "hello world, hello world again"
+    g = Generator(ScriptedRunner(tok.encode(text), 257, tok.eos, max_context=64), tok)
+    runs = {name: g.generate("hi", prediction="hello", draft_sizing="off", **options)
+            for name, options in (("auto", {}), ("openai", {"policy": "openai"}), ("prediction", {"drafter": "prediction"}))}
+    assert all(r.text == text for r in runs.values())
+    assert set(runs["auto"].stats.by_source) == {"prediction", "lookup"}
+    assert set(runs["openai"].stats.by_source) == set(runs["prediction"].stats.by_source) == {"prediction"}
+    assert runs["auto"].stats.target_passes < runs["prediction"].stats.target_passes
+    s = runs["auto"].stats
+    assert s.accepted_prediction_tokens == sum(a for a, _ in s.by_source.values())
 
 
 def test_prediction_as_text_parts_equals_string(scripted):

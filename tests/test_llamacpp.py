@@ -188,21 +188,23 @@ def test_plain_decoding_equals_llama_cpp_generate(gen, plain, reference):
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_predictions_right_wrong_and_partly_right_are_exact(gen, plain, policy):
+    # the prediction drafter alone (auto adds prompt lookup under the default policy: the next test), so that the
+    # counts are the prediction's
     for prompt, base in zip(PROMPTS, plain):
         text = base.text
-        right = gen.generate(prompt, prediction=text, policy=policy, max_new_tokens=N)
+        right = gen.generate(prompt, prediction=text, drafter="prediction", policy=policy, max_new_tokens=N)
         assert right.token_ids == base.token_ids
         # every token but each pass's own one comes from the prediction (the draft sizer picks the
         # pass sizes from this machine's costs, so only their count is bounded, not their lengths)
         own = right.stats.target_passes
         assert right.stats.accepted_prediction_tokens >= len(base.token_ids) - own - 3 * (policy == "openai") - 3
         assert right.stats.target_passes <= max(2, base.stats.target_passes // 3)
-        wrong = gen.generate(prompt, prediction="zzzz qqqq " * 20, policy=policy, max_new_tokens=N)
+        wrong = gen.generate(prompt, prediction="zzzz qqqq " * 20, drafter="prediction", policy=policy, max_new_tokens=N)
         assert wrong.token_ids == base.token_ids
         assert wrong.stats.accepted_prediction_tokens == 0
         half = len(text) // 2
         edited = text[: half // 2] + " INSERTED words " + text[half // 2 : half] + text[half + 5 :] + "\nextra tail"
-        partly = gen.generate(prompt, prediction=edited, policy=policy, max_new_tokens=N)
+        partly = gen.generate(prompt, prediction=edited, drafter="prediction", policy=policy, max_new_tokens=N)
         assert partly.token_ids == base.token_ids
         assert 0 < partly.stats.accepted_prediction_tokens and partly.stats.rejected_prediction_tokens > 0
 
@@ -213,6 +215,9 @@ def test_prompt_lookup_and_chains_are_exact(gen, plain):
             prediction = base.text[: len(base.text) // 3] if drafter == "prediction+lookup" else None
             res = gen.generate(prompt, drafter=drafter, prediction=prediction, max_new_tokens=N)
             assert res.token_ids == base.token_ids, drafter
+        # auto beside a wrong prediction: prediction+lookup, lookup drafting where the prediction has nothing
+        wrong = gen.generate(prompt, prediction="zzzz qqqq " * 20, max_new_tokens=N)
+        assert wrong.token_ids == base.token_ids and set(wrong.stats.by_source) <= {"prediction", "lookup"}
 
 
 def test_eos_stop_strings_and_limits_inside_draft_blocks(gen, plain):

@@ -146,7 +146,8 @@ class Generator:
                 raise QuickdraftError("prediction was given together with a custom drafter object; pass one or the other")
             return options.drafter
         check_drafter(options.drafter, pred_text is not None, self.draft_runner is not None)
-        drafter = resolve_auto(options.drafter, pred_text is not None, self.draft_runner is not None)
+        drafter = resolve_auto(options.drafter, pred_text is not None, self.draft_runner is not None,
+                               options.policy)
         if drafter == "draft-model":
             return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, options.sampling, options.draft)
         if drafter == "ouroboros":
@@ -165,7 +166,8 @@ class Generator:
         prediction: the text the output is expected to be (a string or OpenAI's text parts).
 
         DecodeOptions' fields, in short (options.py has each rule):
-        drafter: "auto" drafts from the prediction when one is given, else with the draft model if one is
+        drafter: "auto" drafts from the prediction when one is given (with prompt lookup where it has nothing,
+        as "prediction+lookup"; the prediction alone under policy "openai"), else with the draft model if one is
         loaded, else by prompt lookup; "prediction", "lookup", "prediction+lookup" (prediction first,
         lookup where it has nothing or has just re-anchored on less evidence than lookup's match),
         "draft-model", "ouroboros" (the draft model drafting phrase by phrase from a phrase pool, drafts

@@ -349,8 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="quickdraft: this engine, one request at a time, every method (the default); vllm: vLLM's "
                    "server (batching, tensor parallel) with quickdraft's drafters and `prediction`")
     e.add_argument("--drafter", default="auto", choices=TOKEN_DRAFTERS,
-                   help="vllm: the drafter of requests that choose none (vllm_xargs qd_drafter); auto: the prediction "
-                   "if given, else prompt lookup")
+                   help="vllm: the drafter of requests that choose none (vllm_xargs qd_drafter); auto: prediction+lookup "
+                   "if a prediction is given (the prediction alone under --policy openai), else prompt lookup")
     e.add_argument("--policy", default="default", choices=POLICIES, help="vllm: the prediction policy")
     e.add_argument("--draft-sizing", default="cost", choices=[s for s in SIZING if s != "auto"],
                    help="vllm: cut each step's drafts to what pays at its measured cost and load (cost, the default), "

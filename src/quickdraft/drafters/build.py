@@ -6,6 +6,8 @@ builds the drafters that need nothing but tokens (prediction, prompt lookup, bot
 need a second model (draft-model, ouroboros) are built by the Generator, which owns that model.
 
     >>> build_drafter("prediction+lookup", prediction_ids=[5, 6, 7])   # PredictionOrLookup
+    >>> build_drafter("auto", prediction_ids=[5, 6, 7])                # PredictionOrLookup too
+    >>> build_drafter("auto", [5, 6, 7], policy="openai")             # PredictionDrafter
     >>> build_drafter("auto", prediction_ids=None)                    # PromptLookupDrafter
 """
 
@@ -41,13 +43,17 @@ def check_drafter(drafter: str, has_prediction: bool, has_draft_model: bool) -> 
                               "(CLI: --draft-model ALIAS|PATH)")
 
 
-def resolve_auto(drafter: str, has_prediction: bool, has_draft_model: bool) -> str:
-    """"auto": the prediction when there is one, else the draft model if loaded, else prompt lookup. Lookup in the
-    gaps of a prediction is "prediction+lookup", asked for by name: it did not pay on every workload (measured:
-    docs/benchmarks.md#every-workload-qwen25-coder-05b)."""
+def resolve_auto(drafter: str, has_prediction: bool, has_draft_model: bool, policy: str = "default") -> str:
+    """"auto": with a prediction, the prediction and prompt lookup where it has nothing ("prediction+lookup"; under
+    the "openai" policy the prediction alone, as OpenAI's service drafts); without one, the draft model if loaded,
+    else prompt lookup. Lookup in a prediction's gaps drafts the lines a model copies from elsewhere in the prompt
+    (an edit snippet's), and costs nothing measurable where the prediction covers the output (measured:
+    docs/drafters.md#prediction-and-lookup)."""
     if drafter != "auto":
         return drafter
-    return "prediction" if has_prediction else "draft-model" if has_draft_model else "lookup"
+    if has_prediction:
+        return "prediction" if policy == "openai" else "prediction+lookup"
+    return "draft-model" if has_draft_model else "lookup"
 
 
 class PredictionOrLookup(FirstOf):
@@ -85,7 +91,7 @@ def build_drafter(drafter: str, prediction_ids: Sequence[int] | None, policy: st
                               f"use one of {', '.join(TOKEN_DRAFTERS)}")
     has_prediction = prediction_ids is not None
     check_drafter(drafter, has_prediction, has_draft_model=False)
-    drafter = resolve_auto(drafter, has_prediction, has_draft_model=False)
+    drafter = resolve_auto(drafter, has_prediction, has_draft_model=False, policy=policy)
     if not isinstance(lookup, LookupConfig):
         raise QuickdraftError(f"lookup must be a LookupConfig; got {type(lookup).__name__}")
     config = PredictionConfig.for_policy(policy)  # validates the policy name

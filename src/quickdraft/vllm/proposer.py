@@ -16,7 +16,8 @@ the bonus token): the same Verdict the engine builds.
 What each request drafts from (SamplingParams.extra_args, filled by patches.py from the OpenAI request):
     qd_prediction_ids  the prediction's token ids: tokenized and bounded (at most max_model_len) in the API
                     server process, so that nothing here works on a text of a client's choosing
-    qd_drafter      "auto" (prediction if given, else prompt lookup), "prediction", "lookup",
+    qd_drafter      "auto" (prediction+lookup if a prediction is given, the prediction alone under policy
+                    "openai"; else prompt lookup), "prediction", "lookup",
                     "prediction+lookup" or "none"; default: QUICKDRAFT_VLLM_DRAFTER, else "auto"
     qd_policy       prediction policy, "default" or "openai"; default QUICKDRAFT_VLLM_POLICY, else "default"
     qd_sizing       "cost" (drafts cut to what pays in this step, below) or "off" (drafts as proposed);
