@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The runs in this folder (docs/runtime.md, "The model drafters on every Spec-Bench category"), in the order they
-# ran, on an AMD EPYC [avx2 fma avx512f avx512_vnni avx512_bf16], CPU family 25, model 17, 2 cores (lscpu.txt), at
+# ran, on an AMD EPYC [avx2 fma avx512f avx512_vnni avx512_bf16], CPU family 25, model 17, 2 cores (../2026-11-25-draft-stop/lscpu.txt, the same output), at
 # 6d05640. From the repository root; they wrote to bench-out/2026-11-26-floor2/ouro-{bf16,fp32}, copied here.
 Q=.venv/bin/quickdraft
 O=bench-out/2026-11-26-floor2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Held-out edits (refactor and EditEval tasks 4-11) again, 2026-11-26, at fa0bd6f (the runner of 6d05640: bf16
 # prefill in blocks of query rows), every tool in one sitting, one after another, nothing else running, on an AMD EPYC
-# [avx2 fma avx512f avx512_vnni avx512_bf16], CPU family 25, model 17, 2 cores, no AMX (lscpu.txt). From the
+# [avx2 fma avx512f avx512_vnni avx512_bf16], CPU family 25, model 17, 2 cores, no AMX (../2026-11-25-draft-stop/lscpu.txt, the same output). From the
 # repository root. docs/runtime.md, "Held-out edits again, with the prefill in blocks (2026-11-26)".
 PRE="LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4:$PWD/.venv-vllm/lib/libiomp5.so"
 
