@@ -122,7 +122,7 @@ def run_server(config: str, argv: list[str], methods: list[str], work: list, arg
 
 
 ENGINE_METHODS = {  # the "quickdraft" server's methods: quickdraft's own engine in this process
-    "qd-prediction": lambda task: {"prediction": task.prediction},
+    "qd-prediction": lambda task: {"prediction": task.prediction, "drafter": "prediction"},  # named: auto adds lookup
     "qd-prediction+lookup": lambda task: {"prediction": task.prediction, "drafter": "prediction+lookup"},
     "qd-lookup": lambda task: {"drafter": "lookup"},
 }

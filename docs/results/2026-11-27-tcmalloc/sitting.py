@@ -3,7 +3,8 @@ end to end per task, the median over tasks whose outputs have the same length (v
 +-1). Sitting 1: vLLM n-gram, then quickdraft's engine on glibc's malloc in the same process, then the engine alone
 on tcmalloc in a new process. Sitting 2: the engine on tcmalloc first, then vLLM n-gram, in one process. Sitting 3: vLLM n-gram, then
 the engine on tcmalloc, in one process. Sitting 4, a session later: as sitting 3. Sitting 5, after the re-anchoring
-evidence changed (91d6dd5): as sitting 3.
+evidence changed (91d6dd5): as sitting 3. Sitting 6, after `auto` became prediction+lookup (51eec39): as
+sitting 3, where qd-prediction named no drafter and so ran as `auto` (qd-auto: prediction+lookup, first in the process).
 
     python3 docs/results/2026-11-27-tcmalloc/sitting.py
 """
@@ -12,11 +13,13 @@ import statistics
 from pathlib import Path
 
 rows = [json.loads(line) for line in (Path(__file__).parent / "sitting.jsonl").read_text().splitlines()]
-for sitting in (1, 2, 3, 4, 5):
+for sitting in (1, 2, 3, 4, 5, 6):
     vllm = {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "vllm-ngram"}
-    for method in ("qd-prediction", "qd-prediction+lookup"):
+    for method in ("qd-prediction", "qd-auto", "qd-prediction+lookup"):
         runs = {a: {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "quickdraft"
                     and r["method"] == method and r["allocator"] == a} for a in ("system", "tcmalloc")}
+        if not any(runs.values()):
+            continue
         for w in ("refactor", "apply"):
             keys = [k for k in vllm if (w == "apply") == k.startswith("apply")]
             for a, ours in runs.items():
