@@ -38,8 +38,9 @@ SNIPPET = '''\
 
 gen = quickdraft.load()  # the default model, qwen2.5-coder-0.5b
 message, prediction = apply_request(ORIGINAL, SNIPPET, "inventory.py")
-result = gen.generate([{"role": "user", "content": message}], prediction=prediction, drafter="prediction+lookup",
-                      max_new_tokens=1200)
+# drafter "auto" (the default) beside a prediction: prediction+lookup, so the snippet's new lines are drafted from the
+# prompt where the original file has nothing to offer
+result = gen.generate([{"role": "user", "content": message}], prediction=prediction, max_new_tokens=1200)
 print(result.text)
 s = result.stats
 print(f"\n{s.completion_tokens} tokens: {s.accepted_prediction_tokens} accepted and {s.rejected_prediction_tokens} "
