@@ -313,9 +313,11 @@ def test_openai_rejects_at_most_16_per_departure(script, edits):
 # -- prompt lookup: the incremental index equals a slow full scan --------------------------------------------
 
 
-def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer):
+def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer, budget, growth=0, max_tokens=128):
     """First (or latest) earlier occurrence of the longest suffix n-gram (n = max..min); its
-    continuation, num_tokens long after a match of >= 2 tokens, single_match_tokens after 1."""
+    continuation, num_tokens long after a match of >= 2 tokens (or growth x the copy's length m, the longest
+    run of the context's last tokens that also ends there, counted up to ceil(max_tokens / growth), if that is
+    more, at most max_tokens), single_match_tokens after 1; at most budget."""
     T = len(context)
     for n in range(min(max_ngram, T), min_ngram - 1, -1):
         suffix = context[T - n :]
@@ -323,6 +325,12 @@ def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer):
         if ends:
             end = ends[0] if prefer == "first" else ends[-1]
             length = k if n >= 2 else k_single
+            if n >= 2 and growth:
+                m = n
+                while m < min(-(-max_tokens // growth), end) and context[end - m - 1 : end] == context[T - m - 1 :]:
+                    m += 1
+                length = max(length, min(max_tokens, growth * m))
+            length = min(length, budget)
             return tuple(context[end : end + length]) if length > 0 else ()
     return ()
 
@@ -334,12 +342,13 @@ def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer):
     sizes=st.tuples(st.integers(1, 4), st.integers(0, 3), st.integers(1, 8), st.integers(0, 3)),
     budgets=st.lists(st.integers(-1, 12), min_size=21, max_size=21),
     prefer=st.sampled_from(["first", "latest"]),
+    growth=st.tuples(st.integers(0, 3), st.integers(1, 12)),
 )
-def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer):
+def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer, growth):
     max_ngram, extra, num_tokens, single = sizes
     min_ngram = max(1, max_ngram - extra)
     config = LookupConfig(max_ngram=max_ngram, min_ngram=min_ngram, num_tokens=num_tokens,
-                          single_match_tokens=single, prefer=prefer)
+                          single_match_tokens=single, prefer=prefer, growth=growth[0], max_tokens=growth[1])
     drafter = PromptLookupDrafter(config)
     drafter.begin(prompt)
     context = list(prompt)
@@ -347,7 +356,7 @@ def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer):
         context.extend(chunk)
         draft = drafter.propose(context, budgets[i])
         b = max(0, budgets[i])
-        assert draft.tokens == lookup_reference(context, max_ngram, min_ngram, min(b, num_tokens), min(b, single), prefer)
+        assert draft.tokens == lookup_reference(context, max_ngram, min_ngram, num_tokens, single, prefer, b, *growth)
         if draft.tokens:
             assert draft.source == "lookup"
     # begin() starts afresh: a new request is looked up in its own context only
@@ -358,10 +367,15 @@ def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer):
 def test_prompt_lookup_docstring_example():
     # max_ngram 2, num_tokens 3: [1, 2, 3, 4, 1, 2] ends with (1, 2), which first ended at index 2:
     # the draft is context[2:5] = (3, 4, 1).
-    drafter = PromptLookupDrafter(LookupConfig(max_ngram=2, min_ngram=1, num_tokens=3, single_match_tokens=3, prefer="latest"))
+    drafter = PromptLookupDrafter(LookupConfig(max_ngram=2, min_ngram=1, num_tokens=3, single_match_tokens=3, prefer="latest",
+                                               growth=0))
     drafter.begin([1, 2, 3, 4, 1, 2])
     draft = drafter.propose([1, 2, 3, 4, 1, 2], budget=10)
     assert draft.tokens == (3, 4, 1) and draft.source == "lookup"
+    # growth 2: the copy (1, 2) is 2 tokens long, so it drafts 4
+    grown = PromptLookupDrafter(LookupConfig(max_ngram=2, min_ngram=1, num_tokens=3))
+    grown.begin([1, 2, 3, 4, 1, 2])
+    assert grown.propose([1, 2, 3, 4, 1, 2], budget=10).tokens == (3, 4, 1, 2)
     # the budget caps it; a suffix never seen before gives nothing
     assert drafter.propose([1, 2, 3, 4, 1, 2], budget=2).tokens == (3, 4)
     assert drafter.propose([1, 2, 3, 4, 1, 2, 7], budget=5).tokens == ()

@@ -147,8 +147,10 @@ def test_prompt_lookup(tiny, prompt_len):
     head = reference_greedy(tiny, ref_prompt, N)
     prompt = ref_prompt + head[: N // 2] + ref_prompt[-3:] if prompt_len > 1 else ref_prompt
     ref = reference_greedy(tiny, prompt, N)
+    # growth=0: fixed lengths; num_tokens 2 with growth 3: lengths follow the copy (6, 9, 12, ... up to 40)
     for config in (LookupConfig(), LookupConfig(min_ngram=1), LookupConfig(max_ngram=2, min_ngram=1, num_tokens=5),
-                   LookupConfig(max_ngram=1, min_ngram=1, num_tokens=1)):
+                   LookupConfig(max_ngram=1, min_ngram=1, num_tokens=1), LookupConfig(growth=0),
+                   LookupConfig(num_tokens=2, growth=3, max_tokens=40)):
         out, _ = run(tiny, prompt, PromptLookupDrafter(config))
         assert out == ref
 

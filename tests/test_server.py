@@ -407,6 +407,7 @@ BAD = [
     (CHAT, _with(OK_CHAT, quickdraft={"drafter": "prediction"}), 400, None, "needs a prediction"),
     (CHAT, _with(OK_CHAT, prediction=PRED, quickdraft={"drafter": "none"}), 400, None, "would ignore it"),
     (CHAT, _with(OK_CHAT, quickdraft={"lookup": {"min_ngram": 3, "max_ngram": 2}}), 400, None, "n-gram sizes"),
+    (CHAT, _with(OK_CHAT, quickdraft={"lookup": {"growth": -1}}), 400, "quickdraft.lookup.growth", "greater than or equal"),
     (COMPLETIONS, _with(OK_COMPLETION, prompt=...), 400, "prompt", "Missing required parameter"),
     (COMPLETIONS, _with(OK_COMPLETION, prompt=["a", "b"]), 400, "prompt", "batch of 2 prompts"),
     (COMPLETIONS, _with(OK_COMPLETION, prompt=[1, 2, 3]), 400, "prompt", "token-id prompts are not supported"),
@@ -737,3 +738,18 @@ def test_llama_cpp_runner_served_equals_the_library():
     assert r.choices[0].message.content == plain.text == streamed
     assert r.usage.completion_tokens == plain.stats.completion_tokens == usage.completion_tokens
     assert r.usage.completion_tokens_details.accepted_prediction_tokens > 10
+
+
+def test_lookup_options_reach_every_lookup_setting():
+    """The request's quickdraft.lookup has a field for each LookupConfig setting, and each reaches the drafter's
+    config: none is unreachable, none dropped."""
+    from dataclasses import fields
+
+    from quickdraft.drafters.lookup import LookupConfig
+    from quickdraft.server.schemas import LookupOptions
+
+    assert set(LookupOptions.model_fields) == {f.name for f in fields(LookupConfig)}
+    changed = {"max_ngram": 4, "min_ngram": 2, "num_tokens": 9, "single_match_tokens": 1, "prefer": "latest",
+               "growth": 0, "max_tokens": 40}
+    assert LookupOptions(**changed).config() == LookupConfig(**changed)
+    assert LookupOptions().config() == LookupConfig()

@@ -575,6 +575,6 @@ def test_the_engine_fits_linear_drafts_to_the_runners_row_blocks_and_output_stay
         forward = runner.forward
         runner.forward = lambda ids: sizes.append(len(ids)) or forward(ids)
         make = PredictionDrafter(plain, PredictionConfig(initial_draft=8, max_draft=8)) if drafter == "prediction" \
-            else PromptLookupDrafter(LookupConfig(min_ngram=1, num_tokens=8))
+            else PromptLookupDrafter(LookupConfig(min_ngram=1, num_tokens=8, growth=0))
         assert tokens(runner, prompt, make) == ref
         assert (max(sizes) == 8) if block else (9 in sizes)

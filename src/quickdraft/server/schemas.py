@@ -137,6 +137,8 @@ class LookupOptions(BaseModel):
     num_tokens: int = Field(LookupConfig.num_tokens, ge=1, le=1024)
     single_match_tokens: int = Field(LookupConfig.single_match_tokens, ge=0, le=1024)
     prefer: Literal["first", "latest"] = LookupConfig.prefer
+    growth: int = Field(LookupConfig.growth, ge=0, le=64)
+    max_tokens: int = Field(LookupConfig.max_tokens, ge=1, le=1024)
 
     def config(self) -> LookupConfig:
         return LookupConfig(**self.model_dump())
