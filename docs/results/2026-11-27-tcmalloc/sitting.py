@@ -5,6 +5,8 @@ on tcmalloc in a new process. Sitting 2: the engine on tcmalloc first, then vLLM
 the engine on tcmalloc, in one process. Sitting 4, a session later: as sitting 3. Sitting 5, after the re-anchoring
 evidence changed (91d6dd5): as sitting 3. Sitting 6, after `auto` became prediction+lookup (51eec39): as
 sitting 3, where qd-prediction named no drafter and so ran as `auto` (qd-auto: prediction+lookup, first in the process).
+Sittings 7 and 8, after lookup's drafts began to follow the copy (e49074f): as sitting 3, and as sitting 2 with
+prediction+lookup before the prediction.
 
     python3 docs/results/2026-11-27-tcmalloc/sitting.py
 """
@@ -13,7 +15,7 @@ import statistics
 from pathlib import Path
 
 rows = [json.loads(line) for line in (Path(__file__).parent / "sitting.jsonl").read_text().splitlines()]
-for sitting in (1, 2, 3, 4, 5, 6):
+for sitting in (1, 2, 3, 4, 5, 6, 7, 8):
     vllm = {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "vllm-ngram"}
     for method in ("qd-prediction", "qd-auto", "qd-prediction+lookup"):
         runs = {a: {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "quickdraft"
