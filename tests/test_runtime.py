@@ -565,10 +565,19 @@ def test_the_layer_probes_are_kept_for_the_same_shapes_and_machine(tiny_folder, 
 
 def test_the_load_checks_and_probes_the_longest_pass_a_prediction_drafts():
     """The load's check and the layer probes reach the longest verify pass the prediction drafter makes (the last
-    token and a draft of max_draft): a longer draft would run pass sizes no one checked."""
+    token and a draft of max_draft), and prompt lookup's: a longer draft would run pass sizes no one checked."""
     from quickdraft.drafters.prediction import PredictionConfig
     from quickdraft.runners.invariance import PROBE_ROWS
     from quickdraft.runners.load import CHECK_SIZES
 
     longest = max(PredictionConfig.for_policy(p).max_draft for p in ("default", "openai")) + 1
     assert max(CHECK_SIZES) >= longest and max(PROBE_ROWS) >= longest
+    # prompt lookup's longest draft, by default and as the server lets a request set it
+    from quickdraft.drafters.lookup import LookupConfig
+    from quickdraft.server.schemas import LookupOptions
+
+    lookup = LookupConfig()
+    assert max(CHECK_SIZES) >= max(lookup.num_tokens, lookup.max_tokens) + 1
+    bounds = {name: max(m.le for m in LookupOptions.model_fields[name].metadata if hasattr(m, "le"))
+              for name in ("num_tokens", "single_match_tokens", "max_tokens")}
+    assert max(bounds.values()) + 1 <= max(CHECK_SIZES) and max(PROBE_ROWS) >= max(bounds.values()) + 1

@@ -134,11 +134,12 @@ class LookupOptions(BaseModel):
     model_config = STRICT
     max_ngram: int = Field(LookupConfig.max_ngram, ge=1, le=64)
     min_ngram: int = Field(LookupConfig.min_ngram, ge=1, le=64)
-    num_tokens: int = Field(LookupConfig.num_tokens, ge=1, le=1024)
-    single_match_tokens: int = Field(LookupConfig.single_match_tokens, ge=0, le=1024)
+    # drafts of at most 128 tokens: the longest pass the load's check runs (runners/load.CHECK_SIZES, 129 rows)
+    num_tokens: int = Field(LookupConfig.num_tokens, ge=1, le=128)
+    single_match_tokens: int = Field(LookupConfig.single_match_tokens, ge=0, le=128)
     prefer: Literal["first", "latest"] = LookupConfig.prefer
     growth: int = Field(LookupConfig.growth, ge=0, le=64)
-    max_tokens: int = Field(LookupConfig.max_tokens, ge=1, le=1024)
+    max_tokens: int = Field(LookupConfig.max_tokens, ge=1, le=128)
 
     def config(self) -> LookupConfig:
         return LookupConfig(**self.model_dump())
