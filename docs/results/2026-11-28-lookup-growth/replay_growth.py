@@ -8,6 +8,10 @@ through the engine with the draft sizer (scripts/draft_replay.py), at pass costs
       LD_PRELOAD=$T .venv/bin/python $C $a outputs.jsonl; done
     .venv/bin/python docs/results/2026-11-28-lookup-growth/replay_growth.py outputs.jsonl lookup
     .venv/bin/python docs/results/2026-11-28-lookup-growth/replay_growth.py outputs.jsonl
+    .venv/bin/python docs/results/2026-11-28-lookup-growth/replay_growth.py outputs.jsonl vllm   # vLLM's step loop, k 32
+
+`vllm`: the vLLM plugin's steps (vllm/replay.py: the first token from prefill, drafts cut to k = 32, no sizer), each
+priced at the same curves, before and after.
 """
 import sys, json, statistics
 sys.path.insert(0, "scripts")
@@ -23,6 +27,23 @@ variants = {"growth 0 (before)": LookupConfig(growth=0), "growth 2, 128": Lookup
             "growth 2, 64": LookupConfig(max_tokens=64),
             "growth 2, 96": LookupConfig(max_tokens=96)}
 only = len(sys.argv) > 2 and sys.argv[2] == "lookup"
+if len(sys.argv) > 2 and sys.argv[2] == "vllm":
+    from quickdraft.vllm.replay import replay_steps
+    for wl in dict.fromkeys(r["workload"] for r in rows):
+        rs, t = [r for r in rows if r["workload"] == wl], {}
+        cost = long if wl in ("refactor", "summarization", "rag") else short
+        for name, cfg in (("before", LookupConfig(growth=0)), ("after", LookupConfig())):
+            t[name] = [0.0, 0]
+            for r in rs:
+                d = (PredictionOrLookup(PredictionDrafter(r["prediction"]), PromptLookupDrafter(cfg)) if r["prediction"]
+                     else PromptLookupDrafter(cfg))
+                out = r["output"]
+                cut = lambda ctx, i: d.propose(ctx, min(32, len(out) - i - 1)).head(max(0, min(32, len(out) - i - 1)))
+                for draft, _, _ in replay_steps(d, r["prompt"], out, cut):
+                    t[name][0] += cost(len(draft) + 1); t[name][1] += 1
+        (b, n), (a, m) = t["before"], t["after"]
+        print(f"{wl} {len(rs)} tasks, vLLM steps: {n} -> {m}, modelled time {b:.1f} -> {a:.1f} ({b / a:.3f}x)")
+    sys.exit()
 for wl in dict.fromkeys(r["workload"] for r in rows):
     rs = [r for r in rows if r["workload"] == wl]
     cost = long if wl in ("refactor", "summarization", "rag") else short
