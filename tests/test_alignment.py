@@ -314,7 +314,8 @@ def test_openai_rejects_at_most_16_per_departure(script, edits):
 
 
 def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer, budget, growth=0, max_tokens=128):
-    """First (or latest) earlier occurrence of the longest suffix n-gram (n = max..min); its
+    """The earlier occurrence of the longest suffix n-gram (n = max..min) that prefer names (longest: the one the
+    context's last tokens copy longest, among the first and the 16 latest; first; latest); its
     continuation, num_tokens long after a match of >= 2 tokens (or growth x the copy's length m, the longest
     run of the context's last tokens that also ends there, counted up to ceil(max_tokens / growth), if that is
     more, at most max_tokens), single_match_tokens after 1; at most budget."""
@@ -323,13 +324,22 @@ def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer, budget,
         suffix = context[T - n :]
         ends = [end for end in range(n, T) if context[end - n : end] == suffix]  # ending before T
         if ends:
-            end = ends[0] if prefer == "first" else ends[-1]
+            cap = -(-max_tokens // growth) if growth else max_tokens
+
+            def copied(end):  # the longest run of the context's last tokens that also ends at `end`, up to cap
+                m = n
+                while m < min(cap, end) and context[end - m - 1 : end] == context[T - m - 1 :]:
+                    m += 1
+                return m
+
+            if prefer == "longest":  # among the first and the 16 latest occurrences; ties: the earliest
+                kept = sorted({ends[0], *ends[-16:]})
+                end = max(kept, key=lambda e: (copied(e), -e))
+            else:
+                end = ends[0] if prefer == "first" else ends[-1]
             length = k if n >= 2 else k_single
             if n >= 2 and growth:
-                m = n
-                while m < min(-(-max_tokens // growth), end) and context[end - m - 1 : end] == context[T - m - 1 :]:
-                    m += 1
-                length = max(length, min(max_tokens, growth * m))
+                length = max(length, min(max_tokens, growth * copied(end)))
             length = min(length, budget)
             return tuple(context[end : end + length]) if length > 0 else ()
     return ()
@@ -341,7 +351,7 @@ def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer, budget,
     chunks=st.lists(st.lists(st.integers(1, 5), min_size=1, max_size=6), max_size=20),
     sizes=st.tuples(st.integers(1, 4), st.integers(0, 3), st.integers(1, 8), st.integers(0, 3)),
     budgets=st.lists(st.integers(-1, 12), min_size=21, max_size=21),
-    prefer=st.sampled_from(["first", "latest"]),
+    prefer=st.sampled_from(["longest", "first", "latest"]),
     growth=st.tuples(st.integers(0, 3), st.integers(1, 12)),
 )
 def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer, growth):

@@ -753,3 +753,8 @@ def test_lookup_options_reach_every_lookup_setting():
                "growth": 0, "max_tokens": 40}
     assert LookupOptions(**changed).config() == LookupConfig(**changed)
     assert LookupOptions().config() == LookupConfig()
+    from typing import get_args
+
+    from quickdraft.drafters.lookup import PREFER
+
+    assert set(get_args(LookupOptions.model_fields["prefer"].annotation)) == set(PREFER)

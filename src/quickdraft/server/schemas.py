@@ -137,7 +137,7 @@ class LookupOptions(BaseModel):
     # drafts of at most 128 tokens: the longest pass the load's check runs (runners/load.CHECK_SIZES, 129 rows)
     num_tokens: int = Field(LookupConfig.num_tokens, ge=1, le=128)
     single_match_tokens: int = Field(LookupConfig.single_match_tokens, ge=0, le=128)
-    prefer: Literal["first", "latest"] = LookupConfig.prefer
+    prefer: Literal["longest", "first", "latest"] = LookupConfig.prefer
     growth: int = Field(LookupConfig.growth, ge=0, le=64)
     max_tokens: int = Field(LookupConfig.max_tokens, ge=1, le=128)
 
