@@ -4,6 +4,9 @@ copy, at most 128: the default), per held-out task in the order A B B A: decode 
 
     LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \\
       .venv/bin/python docs/results/2026-11-28-lookup-growth/ab_growth.py apply_edit_eval 4 12
+
+With `prefer` as a fourth argument: lookup alone on every task, before the first occurrence (prefer "first"),
+after the one copied longest (the default).
 """
 import sys
 
@@ -17,14 +20,16 @@ gen = quickdraft.load("qwen2.5-coder-0.5b", progress=False)
 gen.runner.reuse_prefix = False
 gen.generate(tasks[0].messages, drafter="none", max_new_tokens=8)
 print(describe(), w, f"tasks {skip}..{skip + limit - 1}", flush=True)
-configs = {"before": LookupConfig(growth=0), "after": LookupConfig()}
+prefer = len(sys.argv) > 4 and sys.argv[4] == "prefer"
+configs = {"before": LookupConfig(prefer="first") if prefer else LookupConfig(growth=0), "after": LookupConfig()}
 print("task | tokens | before: passes, decode s, end to end s | after: passes, decode s, end to end s | decode after/before")
 tot = {k: [0.0, 0.0, 0.0] for k in configs}
 for t in tasks:
-    drafter = "prediction+lookup" if t.prediction else "lookup"
+    drafter = "prediction+lookup" if t.prediction and not prefer else "lookup"
     res = {}
     for k in ("before", "after", "after", "before"):
-        r = gen.generate(t.messages, prediction=t.prediction, drafter=drafter, lookup=configs[k], max_new_tokens=512)
+        r = gen.generate(t.messages, prediction=None if prefer else t.prediction, drafter=drafter, lookup=configs[k],
+                         max_new_tokens=512)
         res.setdefault(k, []).append(r)
     assert all(x.token_ids == res["before"][0].token_ids for x in res["before"] + res["after"]), t.id
     row = []
