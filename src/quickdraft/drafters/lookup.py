@@ -100,13 +100,13 @@ class PromptLookupDrafter(Drafter):
         for n in range(min(c.max_ngram, T), c.min_ngram - 1, -1):
             ends = self._index.get(tuple(context[T - n :]))
             if ends:
-                if c.prefer == "longest":  # the place the output has copied longest; ties: the earliest
-                    end = max(ends, key=lambda e: (self._copied(context, e, n, cap), -e))
-                else:
-                    end = ends[0] if c.prefer == "first" else ends[-1]
+                # "longest": the place the output has copied longest, ties the earliest; else the first or latest
+                places = ends if c.prefer == "longest" else [ends[0] if c.prefer == "first" else ends[-1]]
+                m, end = max((self._copied(context, e, n, cap), -e) for e in places)
+                end = -end
                 k = c.num_tokens if n >= 2 else c.single_match_tokens
                 if n >= 2 and c.growth:
-                    k = max(k, min(c.max_tokens, c.growth * self._copied(context, end, n, cap)))
+                    k = max(k, min(c.max_tokens, c.growth * m))
                 k = min(budget, k)
                 return Draft(tokens=tuple(context[end : end + k]), source="lookup") if k > 0 else EMPTY_DRAFT
         return EMPTY_DRAFT
