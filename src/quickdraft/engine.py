@@ -102,14 +102,14 @@ def generate(
         t_step = clock()
         # A pass emits at most len(draft) + 1 tokens: never draft past the limits.
         budget = min(limits.max_new_tokens - len(out), runner.max_context - len(context)) - 1
-        if sizer is not None:  # as long as pays, for the drafter that proposed last (sizing.py)
-            budget = sizer.cap(source, budget)
+        if sizer is not None and sizer.rates_itself(source):  # a draft model: its drafting costs, so it drafts no
+            budget = sizer.cap(source, budget)  # more than pays, or nothing while it rests (sizing.py)
         draft = drafter.propose(context, budget) if budget > 0 else EMPTY_DRAFT
         if sizer is not None and draft.tokens:
             if draft.confidence is not None:  # rated by its drafter: the prefix worth a pass
                 draft = sizer.trim(draft)
-            elif draft.source != source:  # another drafter of a chain
-                draft = draft.head(sizer.cap(draft.source, len(draft)))
+            else:  # drafted from the context: cut to what pays for its own source, whichever drafted last
+                draft = draft.head(sizer.cap(draft.source, budget))
         if row_block and draft.parents is None and (sampling.greedy or not draft.forwards):
             # a pass of whole row blocks (sizing.block_fit); cut by length only where the draft is the context's
             # function (lookup, predictions) or greedy: a sampled draft model's length follows its drawn tokens
