@@ -313,14 +313,17 @@ def test_openai_rejects_at_most_16_per_departure(script, edits):
 # -- prompt lookup: the incremental index equals a slow full scan --------------------------------------------
 
 
-def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer, budget, growth=0, max_tokens=128):
-    """The earlier occurrence of the longest suffix n-gram (n = max..min) that prefer names (longest: the one the
-    context's last tokens copy longest, among the first and the 16 latest; first; latest); its
-    continuation, num_tokens long after a match of >= 2 tokens (or growth x the copy's length m, the longest
-    run of the context's last tokens that also ends there, counted up to ceil(max_tokens / growth), if that is
-    more, at most max_tokens), single_match_tokens after 1; at most budget."""
+def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer, budget, growth=0, max_tokens=128,
+                     short_ngram=0, short_tokens=4):
+    """(draft, source): the earlier occurrence of the longest suffix n-gram (n = max..min, then down to short_ngram
+    where that is > 0) that prefer names (longest: the one the context's last tokens copy longest, among the first and
+    the 16 latest; first; latest); its continuation, num_tokens long after a match of >= 2 tokens (or growth x the
+    copy's length m, the longest run of the context's last tokens that also ends there, counted up to
+    ceil(max_tokens / growth), if that is more, at most max_tokens), single_match_tokens after 1; short_tokens, as
+    "lookup-short", after a match shorter than min_ngram; at most budget."""
     T = len(context)
-    for n in range(min(max_ngram, T), min_ngram - 1, -1):
+    shortest = min(min_ngram, short_ngram) if short_ngram else min_ngram
+    for n in range(min(max_ngram, T), shortest - 1, -1):
         suffix = context[T - n :]
         ends = [end for end in range(n, T) if context[end - n : end] == suffix]  # ending before T
         if ends:
@@ -337,12 +340,14 @@ def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer, budget,
                 end = max(kept, key=lambda e: (copied(e), -e))
             else:
                 end = ends[0] if prefer == "first" else ends[-1]
-            length = k if n >= 2 else k_single
+            length, source = (k if n >= 2 else k_single), "lookup"
             if n >= 2 and growth:
                 length = max(length, min(max_tokens, growth * copied(end)))
+            if n < min_ngram:
+                length, source = short_tokens, "lookup-short"
             length = min(length, budget)
-            return tuple(context[end : end + length]) if length > 0 else ()
-    return ()
+            return (tuple(context[end : end + length]), source) if length > 0 else ((), None)
+    return (), None
 
 
 @FAST
@@ -353,12 +358,14 @@ def lookup_reference(context, max_ngram, min_ngram, k, k_single, prefer, budget,
     budgets=st.lists(st.integers(-1, 12), min_size=21, max_size=21),
     prefer=st.sampled_from(["longest", "first", "latest"]),
     growth=st.tuples(st.integers(0, 3), st.integers(1, 12)),
+    short=st.tuples(st.integers(0, 4), st.integers(1, 6)),
 )
-def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer, growth):
+def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer, growth, short):
     max_ngram, extra, num_tokens, single = sizes
     min_ngram = max(1, max_ngram - extra)
     config = LookupConfig(max_ngram=max_ngram, min_ngram=min_ngram, num_tokens=num_tokens,
-                          single_match_tokens=single, prefer=prefer, growth=growth[0], max_tokens=growth[1])
+                          single_match_tokens=single, prefer=prefer, growth=growth[0], max_tokens=growth[1],
+                          short_ngram=short[0], short_tokens=short[1])
     drafter = PromptLookupDrafter(config)
     drafter.begin(prompt)
     context = list(prompt)
@@ -366,9 +373,10 @@ def test_prompt_lookup_equals_full_scan(prompt, chunks, sizes, budgets, prefer, 
         context.extend(chunk)
         draft = drafter.propose(context, budgets[i])
         b = max(0, budgets[i])
-        assert draft.tokens == lookup_reference(context, max_ngram, min_ngram, num_tokens, single, prefer, b, *growth)
+        tokens, source = lookup_reference(context, max_ngram, min_ngram, num_tokens, single, prefer, b, *growth, *short)
+        assert draft.tokens == tokens
         if draft.tokens:
-            assert draft.source == "lookup"
+            assert draft.source == source
     # begin() starts afresh: a new request is looked up in its own context only
     drafter.begin([9, 8])
     assert drafter.propose([9, 8], 5).tokens == ()
@@ -395,10 +403,15 @@ def test_prompt_lookup_docstring_example():
     first = PromptLookupDrafter(LookupConfig(min_ngram=1))
     first.begin([1, 2, 3, 4, 1, 2, 7, 5, 2])
     assert first.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5).tokens == (3, 4)
-    # the defaults draft after 3-gram matches only: (7, 5, 2) was not seen before; (3, 4, 1) was, ending at 3
+    # the defaults draft after 3-gram matches, else short_tokens (4) after a shorter one as "lookup-short": (7, 5, 2)
+    # and (5, 2) were not seen before; (2,) was, ending at 2 and 6, each copied 1 token long: the earliest
     default = PromptLookupDrafter()
     default.begin([1, 2, 3, 4, 1, 2, 7, 5, 2])
-    assert default.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5).tokens == ()
+    short = default.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5)
+    assert short.tokens == (3, 4, 1, 2) and short.source == "lookup-short"
+    quiet = PromptLookupDrafter(LookupConfig(short_ngram=0))  # short matches off: 3-gram matches only
+    quiet.begin([1, 2, 3, 4, 1, 2, 7, 5, 2])
+    assert quiet.propose([1, 2, 3, 4, 1, 2, 7, 5, 2], budget=5).tokens == ()
     again = PromptLookupDrafter()
     again.begin([3, 4, 1, 2, 7, 3, 4, 1])
     assert again.propose([3, 4, 1, 2, 7, 3, 4, 1], budget=3).tokens == (2, 7, 3)
@@ -436,11 +449,60 @@ def test_prediction_or_lookup_takes_lookup_after_a_weak_reanchor():
     script = [1, 2, 3, 4, 5, 60, 61, 9, 62, 63, 64, 65, 66, 7, 8]
     assert isinstance(build_drafter("prediction+lookup", prediction), PredictionOrLookup)
     sources = {}
-    for name, drafter in (("either", PredictionOrLookup(PredictionDrafter(prediction), PromptLookupDrafter())),
-                          ("first", FirstOf([PredictionDrafter(prediction), PromptLookupDrafter()]))):
+    three = LookupConfig(short_ngram=0)  # 3-gram matches only: the passes fall as this docstring says
+    for name, drafter in (("either", PredictionOrLookup(PredictionDrafter(prediction), PromptLookupDrafter(three))),
+                          ("first", FirstOf([PredictionDrafter(prediction), PromptLookupDrafter(three)]))):
         steps = list(generate(ScriptedRunner(script, 100, 99), prompt, Limits(100, frozenset({99})), drafter))
         assert [t for s in steps for t in s.tokens] == script
         after_nine = next(i for i, s in enumerate(steps) if s.tokens[-1] == 9) + 1  # the pass after 9 was written
         sources[name] = steps[after_nine].verdict.draft
     assert sources["either"].source == "lookup" and sources["either"].tokens[:5] == (62, 63, 64, 65, 66)
     assert sources["first"].source == "prediction" and sources["first"].tokens[0] == 10
+
+
+def test_short_matches_default_to_greedy_decoding_only():
+    """LookupConfig.short_ngram None: 1 for a greedy request, 0 for a sampled one (which tokens a seed draws depends
+    on how much is drafted); a value given is kept either way. Through a Generator, a sampled lookup request drafts
+    no short match and a greedy one does."""
+    from quickdraft.api import Generator
+    from quickdraft.runners.scripted import ScriptedRunner
+    from quickdraft.sampling import SamplingParams
+    from quickdraft.tokenizer import ByteTokenizer
+
+    assert LookupConfig().for_sampling(True).short_ngram == 1 and LookupConfig().for_sampling(False).short_ngram == 0
+    assert LookupConfig(short_ngram=2).for_sampling(False).short_ngram == 2
+    assert LookupConfig(short_ngram=0).for_sampling(True).short_ngram == 0
+    tok = ByteTokenizer()
+    text = "abcabdabeabfabgabh"  # 2-token matches ("ab") everywhere, no 3-gram that repeats
+    g = Generator(ScriptedRunner(tok.encode(text), 257, tok.eos, max_context=64), tok)
+    greedy = g.generate("x", drafter="lookup", draft_sizing="off")
+    assert greedy.text == text and "lookup-short" in greedy.stats.by_source
+    sampled = g.generate("x", drafter="lookup", draft_sizing="off", sampling=SamplingParams(temperature=0.7, seed=1))
+    assert "lookup-short" not in sampled.stats.by_source
+
+
+def test_prediction_or_lookup_short_matches_only_where_both_have_nothing():
+    """prediction+lookup with lookup's short matches: right after a weak re-anchor a short match does not replace the
+    prediction's draft (it is no more evidence), and where the prediction has nothing, a short match drafts."""
+    from quickdraft.core import EMPTY_DRAFT, Draft, Verdict
+    from quickdraft.drafters.build import PredictionOrLookup
+    from quickdraft.drafters.prediction import PredictionDrafter
+
+    prompt = [40, 9, 50, 51, 52, 53]
+    drafter = PredictionOrLookup(PredictionDrafter(list(range(1, 31))), PromptLookupDrafter())
+    drafter.begin(prompt)
+    context = prompt + [1, 2, 3, 70]  # left the prediction at 70 ...
+    drafter.observe(context, Verdict(draft=Draft(tokens=(1, 2, 3, 4, 5)), accepted=3, tokens=(1, 2, 3, 70)))
+    context = context + [9]  # ... then wrote 9: a one-token re-anchor, at 10
+    drafter.observe(context, Verdict(draft=EMPTY_DRAFT, accepted=0, tokens=(9,)))
+    assert drafter.prediction.anchor == 9 and drafter.prediction.agreed == 0
+    assert drafter.lookup.propose(context, 8).source == "lookup-short"  # (9,) was seen in the prompt
+    draft = drafter.propose(context, 8)
+    assert draft.source == "prediction" and draft.tokens[0] == 10
+    lost = PredictionOrLookup(PredictionDrafter([100, 101, 102]), PromptLookupDrafter())
+    lost.begin(prompt)
+    context = prompt + [9]
+    lost.observe(context, Verdict(draft=Draft(tokens=(100, 101, 102)), accepted=0, tokens=(9,)))
+    assert lost.prediction.anchor is None
+    draft = lost.propose(context, 8)
+    assert draft.source == "lookup-short" and draft.tokens == (50, 51, 52, 53)

@@ -84,6 +84,22 @@ def test_no_cap_before_there_is_evidence():
     assert DraftSizer().cap("lookup", 0) == 0 and DraftSizer().cap("lookup", -3) == 0
 
 
+def test_short_matches_are_capped_at_their_prior_before_any_evidence():
+    """Prompt lookup's short matches ("lookup-short") start at their prior rate (0.3), other sources uncapped: where a
+    pass of 5 tokens costs 3.6 single-token passes (llama.cpp-like) none is sent; where it costs about one, a few are;
+    once its own tries count, its own rate decides."""
+    steep, flat = sizer_with(None, 0.65), sizer_with(None, 0.01)
+    assert steep.cap("lookup-short", 4) == 0 and steep.cap("lookup", 24) == 24
+    assert 2 <= flat.cap("lookup-short", 4) <= 4
+    for _ in range(10):
+        steep.record("lookup-short", 4, 4, 5, 1.0 + 0.65 * 4)
+    assert steep.acceptance("lookup-short") == 1.0 and steep.cap("lookup-short", 4) == 4
+    assert DraftSizer(priors={}).acceptance("lookup-short") is None
+    one_size = DraftSizer()
+    one_size.record("none", 0, 0, 1, 1.0)  # one pass size measured: no cost curve yet, so no cap, prior or not
+    assert one_size.cap("lookup-short", 4) == 4
+
+
 def test_a_source_capped_to_nothing_is_probed_with_one_token():
     s = sizer_with(0.3, 0.65)
     caps = [s.cap("lookup", 24) for _ in range(24)]
@@ -379,6 +395,48 @@ def test_a_costly_always_wrong_draft_model_stops_costing_through_the_engine():
     assert drafts < len(script) / 6 and seconds < 1.25 * len(script)
     seconds_without, drafts_without = run(DraftSizer(min_yield_evidence=float("inf")))  # the rule off
     assert drafts_without >= len(script) - 1 and seconds_without > 2.5 * len(script)  # all but the last pass
+
+
+def test_a_chain_drafter_is_cut_to_its_own_cap_not_the_last_drafters():
+    """Through the engine: a chain whose first drafter guesses wrong (its cap falls to 0) and whose second copies the
+    script (cap high) takes turns. Each copy is sent whole: the cap of the drafter that drafted last does not cut the
+    next one's draft, and the guesses are cut to their own cap (a 1-token probe now and then)."""
+    from quickdraft.core import EMPTY_DRAFT
+    from quickdraft.runners.scripted import TimedScriptedRunner
+
+    script = [1 + (i * 7) % 40 for i in range(120)]
+    prompt = [0, 1, 2]
+    sizer = sizer_with(0.05, 0.1, source="guess", one_rate=True)
+    for _ in range(200):
+        sizer.record("copy", 6, 6, 7, 1.6)
+
+    class TakingTurns:
+        def __init__(self):
+            self.sent = []
+
+        def begin(self, prompt):
+            self.turn = 0
+
+        def propose(self, context, budget):
+            self.turn += 1
+            out = list(context[len(prompt):])
+            if budget <= 0:
+                return EMPTY_DRAFT
+            if self.turn % 2:
+                return Draft(tokens=(60,) * min(4, budget), source="guess")
+            return Draft(tokens=tuple(script[len(out) : len(out) + min(6, budget)]), source="copy")
+
+        def observe(self, context, verdict):
+            pass
+
+    runner = TimedScriptedRunner(script, 64, 63, lambda n: 1.0 + 0.1 * (n - 1))
+    steps = list(generate(runner, prompt, Limits(len(script)), TakingTurns(), sizer=sizer, clock=runner.clock))
+    assert [t for st in steps for t in st.tokens] == script
+    drafts = [st.verdict.draft for st in steps]
+    copies = [len(d) for d in drafts if d.source == "copy"]
+    guesses = [len(d) for d in drafts if d.source == "guess"]
+    assert len(copies) >= 10 and all(n == 6 for n in copies[:-1])  # the last one may meet the end of the script
+    assert guesses and max(guesses) <= 1 and sum(guesses) <= len(guesses) / 4
 
 
 # -- through the engine -----------------------------------------------------------------------------

@@ -647,8 +647,10 @@ def test_every_kind_of_prediction_gives_plain_decodings_text(servers, plain, kin
 def simulate(prompt_ids: list[int], output: list[int], prediction_ids: list[int], stop_ids: frozenset[int]) -> tuple[int, int]:
     """(accepted, drafted) of vLLM's steps with quickdraft's prediction drafter, worked out without vLLM: the first
     token from the prefill, then per step a draft of at most K tokens (and no further than max_tokens), the
-    longest agreeing prefix accepted, one bonus token."""
-    drafter = build_drafter("auto", prediction_ids)
+    longest agreeing prefix accepted, one bonus token; prompt lookup as the plugin builds it (no short matches)."""
+    from quickdraft.vllm.proposer import LOOKUP
+
+    drafter = build_drafter("auto", prediction_ids, lookup=LOOKUP)
 
     def propose(context: list[int], i: int) -> Draft:
         budget = min(K, len(prompt_ids) + MAX_TOKENS - len(context) - 1)

@@ -21,7 +21,8 @@ docs/predicted-outputs.md#policies).
 
 t(n) for a size not measured yet is interpolated linearly between the nearest measured sizes and
 extended beyond the largest with the slope of the last two; with fewer than two sizes measured (or
-no acceptance evidence yet) there is no cap.
+no acceptance evidence yet) there is no cap, except for a source with a prior rate (`priors`: prompt
+lookup's short matches, right less often), capped at that rate until its own evidence counts.
 
 Worked example, t(n) = 1 + 0.65 (n - 1) (costs nearly in proportion to the tokens, as on llama.cpp):
     a = 0.5   E(k)/t: k=0 1.00, k=1 0.91                          -> cap 0 (drafting does not pay)
@@ -33,10 +34,11 @@ at 32 (a transformers model in float32 whose kernels change above one row): a = 
 1.88 / 2.4 = 0.78); a = 0.6, only a longer one, barely (k=3: 0.90, k=7: 2.46 / 2.43 = 1.01); a = 0.9, the cap is
 15 (8.15 / 3.08 = 2.65), and a draft of 2 would lose (2.71 / 3.05 = 0.89) where one of 3 pays (1.42).
 
-The engine asks for the cap of the drafter that proposed last before the next draft (one drafter:
-always the right one), and trims a draft from another drafter of a chain to that drafter's own cap.
-The cap changes how much is drafted, never which tokens are emitted: output stays exact. A source
-capped to 0 is still offered one token every `probe_every` passes, so that it can show it is right
+The engine cuts a draft drawn from the context (a prediction, prompt lookup) to its own source's cap once drafted,
+so in a chain each drafter is sized on its own record, whichever drafted last (prompt lookup's short matches, right
+less often, never shorten a prediction's drafts); a draft model's cap is asked before it drafts, since drafting costs
+it. The cap changes how much is drafted, never which tokens are emitted: output stays exact. A source
+capped to 0 is still offered one token every `probe_every` times it has a draft, so that it can show it is right
 again (a prediction re-anchoring after an edit, a lookup finding a long match).
 
 A drafter that rates its own tokens (a draft model: Draft.confidence, c_i = its probability of
@@ -78,6 +80,11 @@ from itertools import repeat
 from typing import Callable, Iterable, Literal, Sequence, get_args
 
 from .core import Draft
+from .drafters.lookup import SHORT_PRIOR, SHORT_SOURCE
+
+# Acceptance rates assumed for a source until its own evidence counts (DraftSizer.priors): a guess is capped where
+# passes are steep before its first drafts are paid for
+PRIORS = {SHORT_SOURCE: SHORT_PRIOR}
 
 
 @dataclass
@@ -143,7 +150,8 @@ def _interpolated(sums: dict[int, list[float]], n: int, optimistic: bool) -> flo
 class DraftSizer:
     decay: float = 0.9  # weight of older passes in the acceptance estimate, per pass
     min_evidence: float = 4.0  # draft tokens tried before a source's acceptance rate is trusted
-    probe_every: int = 8  # a source capped to 0 still drafts 1 token every this many passes
+    priors: dict[str, float] = field(default_factory=lambda: dict(PRIORS))  # a source's rate until then (else no cap)
+    probe_every: int = 8  # a source capped to 0 still drafts 1 token every this many of its drafts
     backoff_max: int = 8  # a rated draft trimmed to nothing pauses its source 1, 2, 4 .. up to this many passes
     # decayed sums per source: [accepted tokens, tried tokens] (tried = accepted + 1 per rejection)
     _acceptance: dict[str, list[float]] = field(default_factory=dict)
@@ -156,6 +164,11 @@ class DraftSizer:
     _losing: dict[str, list[int]] = field(default_factory=dict)  # rated sources: [passes left to skip, next skip]
     two_phase: frozenset[str] = frozenset({"prediction"})  # sources sized by DraftRates (module docstring)
     _phases: dict[str, tuple["DraftRates", list[bool]]] = field(default_factory=dict)  # rates, [last draft whole]
+
+    def rates_itself(self, source: str) -> bool:
+        """Whether `source` rates its drafts (Draft.confidence: a draft model), so that the engine caps it before it
+        drafts (its drafting costs: a source at rest is not asked) rather than cutting what it drafted."""
+        return source in self._pause
 
     def cap(self, source: str, budget: int) -> int:
         """Most draft tokens worth verifying for `source` now (at most budget)."""
@@ -170,7 +183,7 @@ class DraftSizer:
         if source in self._phases:  # two_phase (no cap while the phase has too little evidence)
             phased, whole = self._phases[source]
             rates = phased.rates(whole[0])
-        if budget <= 0 or rates is None or not t1:
+        if budget <= 0 or rates is None or not t1 or len(self.costs.sizes()) < 2:  # (a prior rate comes first)
             return max(budget, 0)
         d = self.draft_seconds(source)
         best_k = best_count(draft_gains(rates, budget), lambda k: self.costs.seconds(k + 1) + k * d)
@@ -240,7 +253,7 @@ class DraftSizer:
 
     def acceptance(self, source: str) -> float | None:
         accepted, tried = self._acceptance.get(source, (0.0, 0.0))
-        return accepted / tried if tried >= self.min_evidence else None
+        return accepted / tried if tried >= self.min_evidence else self.priors.get(source)
 
     def draft_seconds(self, source: str) -> float:
         """Measured drafter seconds per draft token of `source` (0 before any draft)."""

@@ -18,7 +18,7 @@ from typing import Literal, Sequence, get_args
 from ..core import Draft
 from ..errors import QuickdraftError
 from .base import Drafter, FirstOf, NoDrafter
-from .lookup import LookupConfig, PromptLookupDrafter
+from .lookup import SHORT_SOURCE, LookupConfig, PromptLookupDrafter
 from .prediction import PredictionConfig, PredictionDrafter
 
 # The drafter names, defined here once: the API, the CLI, the server's schema, the bench and the vLLM plugin take
@@ -74,7 +74,7 @@ class PredictionOrLookup(FirstOf):
         p = self.prediction
         if p.anchor is not None and p.agreed == 0 and p.run < self.lookup.config.min_ngram:
             draft = self.lookup.propose(context, budget)
-            if len(draft):
+            if len(draft) and draft.source != SHORT_SOURCE:  # a short match is no more evidence than the re-anchor
                 return draft
         return super().propose(context, budget)
 

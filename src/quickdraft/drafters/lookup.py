@@ -20,6 +20,13 @@ passes, drafts after 1- and 2-token matches are wrong often enough on prose to m
 decoding, while 3-gram matches are rarely wrong and still keep the long copies of summaries and code
 (measured: docs/drafters.md#prompt-lookup).
 
+Short matches. Where no match of min_ngram tokens exists, a match of `short_ngram` to min_ngram - 1 tokens drafts
+`short_tokens` (4) under its own source, SHORT_SOURCE: the engine sizes each source on its own record of accepted
+tokens (sizing.py; until a request has its own, at the rate SHORT_PRIOR), so these drafts, right less often, are
+sent only while they pay and never shorten the long drafts of real matches. A pass of a few tokens costs about one of a single token on the transformers runner, so a
+guess that is right now and then pays; replayed and measured: docs/drafters.md#prompt-lookup. `short_ngram` 0 turns
+them off; the default, None, drafts them under greedy decoding only (LookupConfig.for_sampling).
+
 Example (max_ngram 2, num_tokens 3, growth 0): context [1, 2, 3, 4, 1, 2] ends with (1, 2), which
 ended at index 2 (its only earlier occurrence); the draft is context[2:5] = (3, 4, 1). With growth 2 the
 copy (1, 2) is 2 tokens long, so the draft is 4 tokens, context[2:6] = (3, 4, 1, 2).
@@ -27,7 +34,7 @@ copy (1, 2) is 2 tokens long, so the draft is 4 tokens, context[2:6] = (3, 4, 1,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..core import EMPTY_DRAFT, Draft, Verdict
@@ -43,6 +50,10 @@ MAX_TOKENS = 128
 # repeats an n-gram often)
 KEPT_ENDS = 16
 PREFER = ("longest", "first", "latest")
+SHORT_SOURCE = "lookup-short"  # the source of drafts from short matches (module docstring)
+# their acceptance rate assumed until a request's own evidence counts (sizing.PRIORS): with passes as steep as the
+# llama.cpp runner's or float32's, the sizer sends none before they have shown they pay
+SHORT_PRIOR = 0.3
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,11 @@ class LookupConfig:
     prefer: str = "longest"
     growth: int = GROWTH  # a copy m tokens long drafts up to growth * m tokens (0: num_tokens whatever m)
     max_tokens: int = MAX_TOKENS  # the most a long copy drafts
+    # where no match of min_ngram exists: matches of short_ngram..min_ngram - 1 tokens draft short_tokens, as their own
+    # source (SHORT_SOURCE; module docstring); 0: they draft nothing; None: 1 under greedy decoding and 0 under
+    # sampling (`for_sampling`), where drafting more often would change which tokens a seed draws
+    short_ngram: int | None = None
+    short_tokens: int = 4
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_ngram <= self.max_ngram:
@@ -68,6 +84,23 @@ class LookupConfig:
         if self.growth < 0 or self.max_tokens < 1:
             raise QuickdraftError(f"lookup growth must be >= 0 and max_tokens >= 1; "
                                   f"got {self.growth}, {self.max_tokens}")
+        if (self.short_ngram is not None and self.short_ngram < 0) or self.short_tokens < 1:
+            raise QuickdraftError(f"lookup short matches need short_ngram >= 0 (0: off) and short_tokens >= 1; "
+                                  f"got {self.short_ngram}, {self.short_tokens}")
+
+    @property
+    def shortest(self) -> int:
+        """The shortest match that drafts: min_ngram, or short_ngram where short matches draft (None: 1)."""
+        short = 1 if self.short_ngram is None else self.short_ngram
+        return min(self.min_ngram, short) if short else self.min_ngram
+
+    def for_sampling(self, greedy: bool) -> "LookupConfig":
+        """This config for a request that decodes greedily or samples: short_ngram None becomes 1 or 0. Under
+        sampling the tokens a seed draws depend on how much is drafted (which the sizer decides by measured time), so
+        a seed reproduces a sampled output only while drafting stays rare."""
+        if self.short_ngram is not None:
+            return self
+        return replace(self, short_ngram=1 if greedy else 0)
 
 
 class PromptLookupDrafter(Drafter):
@@ -83,7 +116,7 @@ class PromptLookupDrafter(Drafter):
 
     def _extend(self, context: Sequence[int]) -> None:
         # Index n-grams ending before the last token: the suffix itself must not match itself.
-        lo, hi = self.config.min_ngram, self.config.max_ngram
+        lo, hi = self.config.shortest, self.config.max_ngram
         for end in range(self._indexed + 1, len(context)):
             for n in range(lo, min(hi, end) + 1):
                 ends = self._index.setdefault(tuple(context[end - n : end]), [])
@@ -97,18 +130,22 @@ class PromptLookupDrafter(Drafter):
         T = len(context)
         c = self.config
         cap = -(-c.max_tokens // c.growth) if c.growth else c.max_tokens  # copies longer than this draft the same
-        for n in range(min(c.max_ngram, T), c.min_ngram - 1, -1):
+        for n in range(min(c.max_ngram, T), c.shortest - 1, -1):
             ends = self._index.get(tuple(context[T - n :]))
-            if ends:
-                # "longest": the place the output has copied longest, ties the earliest; else the first or latest
-                places = ends if c.prefer == "longest" else [ends[0] if c.prefer == "first" else ends[-1]]
-                m, end = max((self._copied(context, e, n, cap), -e) for e in places)
-                end = -end
-                k = c.num_tokens if n >= 2 else c.single_match_tokens
+            if not ends:
+                continue
+            # "longest": the place the output has copied longest, ties the earliest; else the first or latest
+            places = ends if c.prefer == "longest" else [ends[0] if c.prefer == "first" else ends[-1]]
+            m, end = max((self._copied(context, e, n, cap), -e) for e in places)
+            end = -end
+            if n < c.min_ngram:  # a short match (module docstring)
+                k, source = c.short_tokens, SHORT_SOURCE
+            else:
+                k, source = (c.num_tokens if n >= 2 else c.single_match_tokens), "lookup"
                 if n >= 2 and c.growth:
                     k = max(k, min(c.max_tokens, c.growth * m))
-                k = min(budget, k)
-                return Draft(tokens=tuple(context[end : end + k]), source="lookup") if k > 0 else EMPTY_DRAFT
+            k = min(budget, k)
+            return Draft(tokens=tuple(context[end : end + k]), source=source) if k > 0 else EMPTY_DRAFT
         return EMPTY_DRAFT
 
     @staticmethod

@@ -55,9 +55,15 @@ from typing import Any, Sequence
 from ..core import EMPTY_DRAFT, Draft, Verdict
 from ..drafters.base import Drafter
 from ..drafters.build import NEEDS_PREDICTION, build_drafter
+from ..drafters.lookup import LookupConfig
 from ..errors import QuickdraftError
 from ..batch_sizing import StepCosts, batch_lengths
 from ..sizing import DraftRates, draft_gains
+
+# Prompt lookup without its short matches here: the step's sizing rates a request's drafts together, not per source
+# (_size), so guesses from one- and two-token matches would pull down the cut of its real matches
+# (docs/vllm.md#what-runs-where)
+LOOKUP = LookupConfig(short_ngram=0)
 
 DRAFTER_ENV, POLICY_ENV, SIZING_ENV = "QUICKDRAFT_VLLM_DRAFTER", "QUICKDRAFT_VLLM_POLICY", "QUICKDRAFT_VLLM_SIZING"
 SIZINGS = ("cost", "off")
@@ -252,7 +258,7 @@ class Proposer:
                              "makes it in the API server)")
         name = request_drafter(extra.get("qd_drafter"), self.default_drafter, ids is not None)
         sized = extra.get("qd_sizing", self.default_sizing) == "cost"
-        drafter = build_drafter(name, ids, extra.get("qd_policy", self.default_policy))
+        drafter = build_drafter(name, ids, extra.get("qd_policy", self.default_policy), lookup=LOOKUP)
         prompt = list(cached.prompt_token_ids or [])
         drafter.begin(prompt)
         stop_ids = frozenset(getattr(params, "all_stop_token_ids", None) or ()) if params is not None else frozenset()
