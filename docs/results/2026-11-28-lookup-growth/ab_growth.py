@@ -6,7 +6,8 @@ copy, at most 128: the default), per held-out task in the order A B B A: decode 
       .venv/bin/python docs/results/2026-11-28-lookup-growth/ab_growth.py apply_edit_eval 4 12
 
 With `prefer` as a fourth argument: lookup alone on every task, before the first occurrence (prefer "first"),
-after the one copied longest (the default).
+after the one copied longest (the default). With `short`: before without short matches (short_ngram 0), after with
+them (the default; ../2026-11-29-second-cpu); `short lookup`: the same with lookup alone on every task.
 """
 import sys
 
@@ -20,15 +21,18 @@ gen = quickdraft.load("qwen2.5-coder-0.5b", progress=False)
 gen.runner.reuse_prefix = False
 gen.generate(tasks[0].messages, drafter="none", max_new_tokens=8)
 print(describe(), w, f"tasks {skip}..{skip + limit - 1}", flush=True)
-prefer = len(sys.argv) > 4 and sys.argv[4] == "prefer"
-configs = {"before": LookupConfig(prefer="first") if prefer else LookupConfig(growth=0), "after": LookupConfig()}
+mode = sys.argv[4:]
+prefer, short = mode[:1] == ["prefer"], mode[:1] == ["short"]
+alone = prefer or mode == ["short", "lookup"]  # lookup alone on every task
+configs = {"before": LookupConfig(prefer="first") if prefer else LookupConfig(short_ngram=0) if short
+           else LookupConfig(growth=0), "after": LookupConfig()}
 print("task | tokens | before: passes, decode s, end to end s | after: passes, decode s, end to end s | decode after/before")
 tot = {k: [0.0, 0.0, 0.0] for k in configs}
 for t in tasks:
-    drafter = "prediction+lookup" if t.prediction and not prefer else "lookup"
+    drafter = "prediction+lookup" if t.prediction and not alone else "lookup"
     res = {}
     for k in ("before", "after", "after", "before"):
-        r = gen.generate(t.messages, prediction=None if prefer else t.prediction, drafter=drafter, lookup=configs[k],
+        r = gen.generate(t.messages, prediction=None if alone else t.prediction, drafter=drafter, lookup=configs[k],
                          max_new_tokens=512)
         res.setdefault(k, []).append(r)
     assert all(x.token_ids == res["before"][0].token_ids for x in res["before"] + res["after"]), t.id
