@@ -547,7 +547,7 @@ def test_a_list_of_methods_is_an_ab_run(bench_model, data, tmp_path):
 
     a = Method("lookup-off", "quickdraft", "lookup, drafts as proposed", options=(("drafter", "lookup"), ("draft_sizing", "off")))
     b = Method("lookup-short", "quickdraft", "lookup, 2 tokens", options=(("drafter", "lookup"), ("draft_sizing", "off"),
-                                                                          ("lookup", quickdraft.LookupConfig(num_tokens=2))))
+                                                                          ("lookup", quickdraft.LookupConfig(num_tokens=2, growth=0, short_tokens=2))))
     config = harness.BenchConfig(model=str(bench_model), workloads=("summarization",), methods=("plain", a.name, b.name),
                                  out=tmp_path / "ab", data=data, limit=2, max_new_tokens=16, repeats=1, progress=False)
     gen = quickdraft.load(str(bench_model), progress=False)
