@@ -13,19 +13,20 @@ Draft length. A match of at least `min_ngram` tokens drafts `num_tokens` (a matc
 where min_ngram is 1, drafts `single_match_tokens`), or `growth` times the match's whole length where the
 output has been copying that place for longer (the context's last m tokens equal the m before the match's
 end), up to `max_tokens`: a long copy is drafted in long passes, as a prediction's long runs are. The
-engine's cost-aware cap (sizing.py) then trims drafts to what pays on the machine. The defaults (3-grams
-only, 24 tokens, growth 2 up to 128, the longest copy) come from replaying the drafter on plain decoding's
-outputs of the benchmark (`scripts/draft_replay.py`): where a pass of a few tokens costs several one-token
-passes, drafts after 1- and 2-token matches are wrong often enough on prose to make it slower than plain
-decoding, while 3-gram matches are rarely wrong and still keep the long copies of summaries and code
-(measured: docs/drafters.md#prompt-lookup).
+engine's cost-aware cap (sizing.py) then trims drafts to what pays on the machine. The defaults (3-grams, 24
+tokens, growth 2 up to 128, the longest copy) come from replaying the drafter on plain decoding's outputs of the
+benchmark (`scripts/draft_replay.py`): where a pass of a few tokens costs several one-token passes, drafts after 1-
+and 2-token matches, sized together with the 3-gram ones, made prose slower than plain decoding, while 3-gram
+matches are rarely wrong and still keep the long copies of summaries and code (measured:
+docs/drafters.md#prompt-lookup).
 
 Short matches. Where no match of min_ngram tokens exists, a match of `short_ngram` to min_ngram - 1 tokens drafts
 `short_tokens` (4) under its own source, SHORT_SOURCE: the engine sizes each source on its own record of accepted
 tokens (sizing.py; until a request has its own, at the rate SHORT_PRIOR), so these drafts, right less often, are
-sent only while they pay and never shorten the long drafts of real matches. A pass of a few tokens costs about one of a single token on the transformers runner, so a
-guess that is right now and then pays; replayed and measured: docs/drafters.md#prompt-lookup. `short_ngram` 0 turns
-them off; the default, None, drafts them under greedy decoding only (LookupConfig.for_sampling).
+sent only while they pay and never shorten the long drafts of real matches. On the transformers runner a pass of a
+few tokens costs about one of a single token, so a guess that is right now and then pays (replayed and measured:
+docs/drafters.md#prompt-lookup). `short_ngram` 0 turns them off; the default, None, drafts them under greedy
+decoding only (LookupConfig.for_sampling).
 
 Example (max_ngram 2, num_tokens 3, growth 0): context [1, 2, 3, 4, 1, 2] ends with (1, 2), which
 ended at index 2 (its only earlier occurrence); the draft is context[2:5] = (3, 4, 1). With growth 2 the
@@ -85,7 +86,7 @@ class LookupConfig:
             raise QuickdraftError(f"lookup growth must be >= 0 and max_tokens >= 1; "
                                   f"got {self.growth}, {self.max_tokens}")
         if (self.short_ngram is not None and self.short_ngram < 0) or self.short_tokens < 1:
-            raise QuickdraftError(f"lookup short matches need short_ngram >= 0 (0: off) and short_tokens >= 1; "
+            raise QuickdraftError("lookup short matches need short_ngram >= 0 (0: off) and short_tokens >= 1; "
                                   f"got {self.short_ngram}, {self.short_tokens}")
 
     @property
