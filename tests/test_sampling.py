@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import MarkovRunner, assert_follows, tiny_model
-from quickdraft.acceptance import verify_sampling
-from quickdraft.core import Draft, Verdict
+from conftest import VOCAB, MarkovRunner, assert_follows, tiny_model
+from quickdraft.acceptance import verify_sampling, verify_walk
+from quickdraft.core import Draft, Stats, Verdict
 from quickdraft.drafters.prediction import PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.errors import QuickdraftError
@@ -139,9 +139,9 @@ def test_bad_sampling_params(kwargs, message):
 # -- the engine under sampling ------------------------------------------------------------------------
 
 
-def sampled(model, prompt, drafter=None, seed=0, n=24):
-    params = SamplingParams(temperature=0.8, top_k=20, seed=seed)
-    steps = generate(HFRunner(model), prompt, Limits(n), drafter, sampling=params)
+def sampled(model, prompt, drafter=None, seed=0, n=24, stats=None, top_p=1.0):
+    params = SamplingParams(temperature=0.8, top_k=20, top_p=top_p, seed=seed)
+    steps = generate(HFRunner(model), prompt, Limits(n), drafter, stats=stats, sampling=params)
     return [t for s in steps for t in s.tokens]
 
 
@@ -150,6 +150,68 @@ def test_a_seed_makes_sampling_reproducible():
     prompt = [3, 1, 4, 1, 5]
     assert sampled(model, prompt, seed=7) == sampled(model, prompt, seed=7)
     assert len({tuple(sampled(model, prompt, seed=s)) for s in range(4)}) > 1
+
+
+@pytest.mark.parametrize("case", ["point mass right", "point mass wrong"])
+def test_the_walk_preserves_the_target_distribution(case):
+    """verify_walk, the engine's rule for point masses under sampling, on the cases speculative sampling passes."""
+    rows, proposal = CASES[case]
+    params = SamplingParams(temperature=1.0)
+    first, second = first_two(lambda draft, target, g: verify_walk(draft, target.log(), params, g), rows, proposal)
+    assert chi2(first, P1) < CRITICAL
+    assert chi2(second, P2) < CRITICAL
+
+
+def test_sample_follows_its_distribution_and_skips_zeros():
+    g = torch.Generator().manual_seed(3)
+    probs = torch.tensor([0.40, 0.0, 0.25, 0.15, 0.0, 0.20])  # two tokens that must never come out
+    counts = torch.zeros(V)
+    for _ in range(N):
+        counts[sample(probs, g)] += 1
+    assert chi2(counts, probs) < 21.11  # chi-square, 3 degrees of freedom, p = 1e-4
+    assert sample(torch.tensor([0.0, 0.0, 1.0, 0.0]), g) == 2
+
+
+def test_a_draft_token_is_accepted_only_where_the_target_draws_it():
+    # the walk accepts a draft token exactly where the target's own draw is that token
+    logits = torch.tensor([[0.0, 9.0, -9.0], [9.0, 0.0, -9.0], [0.0, 0.0, 9.0]])  # nearly sure: 1, then 0, then 2
+    params = SamplingParams(temperature=1.0, top_k=1)  # top_k 1: the draws are certain
+    g = torch.Generator().manual_seed(0)
+    assert verify_walk(Draft((1, 0)), logits, params, g).tokens == (1, 0, 2)
+    assert verify_walk(Draft((1, 2)), logits, params, g).tokens == (1, 0)
+    assert verify_walk(Draft((2, 0)), logits, params, g).tokens == (1,)
+    assert verify_walk(Draft(), logits[:1], params, g).tokens == (1,)
+
+
+SEEDED_DRAFTS = ["right", "wrong", "partly right", "lookup 2", "lookup 8"]
+
+
+@pytest.mark.parametrize("drafts", SEEDED_DRAFTS)
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_seeded_sampling_with_drafts_gives_plain_samplings_tokens(drafts, top_p):
+    """Under sampling, point-mass drafts are verified by the target's own draws, one uniform per output position
+    (acceptance/rejection.verify_walk): the output is plain sampling's under the same seed, token for token,
+    whatever was drafted and however long the drafts were (the sizer sizes them by measured time)."""
+    from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
+
+    model = tiny_model("llama")
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6] * 3
+    for seed in range(3):
+        plain = sampled(model, prompt, seed=seed, n=40, top_p=top_p)
+        drafter = {
+            "right": lambda: PredictionDrafter(plain),
+            "wrong": lambda: PredictionDrafter([(t + 1) % VOCAB for t in plain]),
+            "partly right": lambda: PredictionDrafter(plain[:10] + [(t + 5) % VOCAB for t in plain[10:14]] + plain[14:]),
+            "lookup 2": lambda: PromptLookupDrafter(LookupConfig(num_tokens=2, growth=0)),
+            "lookup 8": lambda: PromptLookupDrafter(LookupConfig(num_tokens=8, growth=0, short_ngram=1)),
+        }[drafts]()
+        stats = Stats()
+        assert sampled(model, prompt, drafter, seed=seed, n=40, stats=stats, top_p=top_p) == plain
+        assert stats.draft_tokens > 0  # drafts were verified
+        if drafts == "right":
+            assert stats.rejected_prediction_tokens == 0 and stats.target_passes <= 3
+        if drafts == "wrong":
+            assert stats.rejected_prediction_tokens > 0
 
 
 def test_engine_first_token_distribution_with_a_prediction():

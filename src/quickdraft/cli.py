@@ -300,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; > 0: sample")
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--top-k", type=int, default=0, help="0: no top-k cut")
-    g.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
+    g.add_argument("--seed", type=int, default=None, help="makes sampling reproducible (with a draft model, only where its drafts repeat)")
     g.add_argument("--acceptance", choices=RULES, default="exact",
                    help="exact (default: output identical to plain decoding / its distribution); mentored "
                    "(sampling only, lossy: more accepted drafts, KL(target || output) <= --kl-bound per token); "

@@ -23,7 +23,9 @@ class SamplingParams:
     temperature: float = 0.0  # 0 (or below GREEDY_BELOW): greedy (argmax), the default
     top_p: float = 1.0  # nucleus: keep the smallest set of tokens whose probability reaches top_p
     top_k: int = 0  # keep the k most likely tokens; 0: all
-    seed: int | None = None  # makes a sampled run reproducible
+    # makes a sampled run reproducible: with point-mass drafts (prediction, lookup) plain sampling's own tokens
+    # (acceptance/rejection.verify_walk); with a draft model only where its drafts repeat
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.temperature, (int, float)) or not self.temperature >= 0:
@@ -70,5 +72,20 @@ def probs_from_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Ten
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
-    """One token from a distribution [vocab_size]."""
-    return int(torch.multinomial(probs, 1, generator=generator))
+    """One token from a distribution [vocab_size], by inverse transform: the first token whose cumulative
+    probability exceeds one uniform times the total. One uniform a token (torch.multinomial draws one per vocabulary
+    entry, and takes 20x as long over 151,936 entries), and a token of probability 0 is never drawn.
+
+    Example: probs (0.5, 0, 0.5), uniform 0.7 -> cumulative (0.5, 0.5, 1.0) -> token 2."""
+    cdf = probs.float().cumsum(0)  # [V]
+    u = torch.rand((), generator=generator)
+    i = int(torch.searchsorted(cdf, u * cdf[-1], right=True))
+    return i if i < len(cdf) else int(torch.nonzero(probs).max())  # u * total rounded up to the total
+
+
+def draw(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> int:
+    """The target's own token at one position under sampling, from its logits row [vocab_size]: what plain
+    sampling draws there. Every rule that lets the target draw its token (acceptance/rejection.verify_walk,
+    acceptance/tree.verify_tree) draws it here, one position at a time, so that a row's draw is the same bits
+    whatever pass computed the row."""
+    return sample(probs_from_logits(logits[None], params)[0], generator)

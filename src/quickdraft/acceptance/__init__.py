@@ -1,7 +1,8 @@
 """Acceptance rules: how the target's scores decide which draft tokens to keep.
 
     exact     greedy: the longest prefix equal to the target's argmax (greedy.py);
-              sampling: speculative sampling, lossless (rejection.py)
+              sampling: speculative sampling, lossless; point masses (prediction, lookup) by the target's own
+              draws, which gives plain sampling's tokens under the same seed (rejection.py)
     mentored  sampling only: lossy, KL(target || emitted) <= kl_bound per token (mentored.py)
     typical   sampling only: lossy, no bound: Medusa's typical acceptance (relaxed.py)
     threshold sampling only: lossy, no bound: SGLang's acceptance thresholds (relaxed.py)
@@ -21,7 +22,7 @@ from ..errors import QuickdraftError
 from ..sampling import SamplingParams, probs_from_logits
 from .greedy import verify_greedy
 from .mentored import verify_mentored
-from .rejection import verify_sampling
+from .rejection import verify_sampling, verify_walk
 from .relaxed import verify_threshold, verify_typical
 from .tree import verify_tree
 
@@ -82,6 +83,8 @@ def verify(draft: Draft, logits: torch.Tensor, sampling: SamplingParams, accepta
         return verify_tree(draft, logits, sampling, generator)
     if sampling.greedy:
         return verify_greedy(draft, logits)
+    if acceptance.rule == "exact" and draft.probs is None:
+        return verify_walk(draft, logits, sampling, generator)
     probs = probs_from_logits(logits, sampling)  # [len(draft) + 1, vocab_size]
     if acceptance.rule == "mentored":
         return verify_mentored(draft, probs, generator, acceptance.kl_bound)
@@ -93,4 +96,4 @@ def verify(draft: Draft, logits: torch.Tensor, sampling: SamplingParams, accepta
 
 
 __all__ = ["Acceptance", "RULES", "Rule", "SAMPLED_ONLY", "verify", "verify_greedy", "verify_mentored", "verify_sampling",
-           "verify_threshold", "verify_tree", "verify_typical"]
+           "verify_threshold", "verify_tree", "verify_typical", "verify_walk"]

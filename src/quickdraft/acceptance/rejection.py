@@ -12,6 +12,12 @@ Edge cases: q_i(x_i) = 0 cannot be drawn by a sampler but is accepted with proba
 p_i(x_i) > 0 (the ratio is infinite); a token the target's top-k / top-p removed has p_i(x_i) = 0
 and is always rejected; a residual that is zero everywhere numerically (p == q) falls back to p_i,
 which is what it converges to.
+
+The engine verifies point masses under the exact rule with `verify_walk` instead: the target draws its own
+token at each position, one uniform a position as plain sampling does, and a draft token is accepted where it is
+that token. It accepts x_i with the same probability p_i(x_i), and emits what plain sampling with the same
+generator emits, whatever was drafted; `verify_sampling` draws k uniforms for a draft of k, so there the tokens a
+seed gives depend on how much was drafted.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..core import Draft, Verdict
-from ..sampling import sample
+from ..sampling import SamplingParams, draw, sample
 
 
 def verify_sampling(draft: Draft, target_probs: torch.Tensor, generator: torch.Generator) -> Verdict:
@@ -40,6 +46,25 @@ def verify_sampling(draft: Draft, target_probs: torch.Tensor, generator: torch.G
     else:
         bonus = sample(target_probs[k], generator)
     return Verdict(draft=draft, accepted=accepted, tokens=tuple(draft.tokens[:accepted]) + (bonus,))
+
+
+def verify_walk(draft: Draft, target_logits: torch.Tensor, sampling: SamplingParams,
+                generator: torch.Generator) -> Verdict:
+    """A point-mass draft (draft.probs None: prediction, lookup, phrases) under sampling: position by position the
+    target draws its own token (sampling.draw); a draft token is accepted where it is that token, and the first
+    draw that differs is the bonus. Every emitted token is the target's draw, so the output is plain sampling's,
+    token for token under the same generator: one uniform per output position, however long the drafts were.
+    Rows after the first differing draw are not processed.
+
+    target_logits: [len(draft) + 1, vocab_size], raw. Example: draft (5, 6, 7), draws (5, 9): accepted 1, tokens
+    (5, 9)."""
+    k = len(draft)
+    assert draft.probs is None and target_logits.shape[0] == k + 1, (target_logits.shape, k)
+    for i in range(k + 1):
+        pick = draw(target_logits[i], sampling, generator)
+        if i == k or pick != draft.tokens[i]:
+            return Verdict(draft=draft, accepted=i, tokens=tuple(draft.tokens[:i]) + (pick,))
+    raise AssertionError("unreachable: the row after the draft always ends the walk")
 
 
 def draft_row(draft: Draft, i: int, like: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,7 @@ import torch
 
 from .. import trees
 from ..core import Draft, Verdict
-from ..sampling import SamplingParams, probs_from_logits, sample
+from ..sampling import SamplingParams, draw
 
 
 def verify_tree(draft: Draft, target_logits: torch.Tensor, sampling: SamplingParams,
@@ -36,7 +36,7 @@ def verify_tree(draft: Draft, target_logits: torch.Tensor, sampling: SamplingPar
     node = 0  # input index: 0 is the root, i + 1 is draft token i
     while True:
         row = target_logits[node]  # [vocab_size]
-        pick = argmax[node] if sampling.greedy else sample(probs_from_logits(row[None], sampling)[0], generator)
+        pick = argmax[node] if sampling.greedy else draw(row, sampling, generator)
         child = next((i for i in kids[node] if draft.tokens[i] == pick), None)
         if child is None:
             break

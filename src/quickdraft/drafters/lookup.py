@@ -96,9 +96,8 @@ class LookupConfig:
         return min(self.min_ngram, short) if short else self.min_ngram
 
     def for_sampling(self, greedy: bool) -> "LookupConfig":
-        """This config for a request that decodes greedily or samples: short_ngram None becomes 1 or 0. Under
-        sampling the tokens a seed draws depend on how much is drafted (which the sizer decides by measured time), so
-        a seed reproduces a sampled output only while drafting stays rare."""
+        """This config for a request that decodes greedily or samples: short_ngram None becomes 1 or 0 (short
+        matches were measured under greedy decoding: docs/drafters.md#prompt-lookup)."""
         if self.short_ngram is not None:
             return self
         return replace(self, short_ngram=1 if greedy else 0)
