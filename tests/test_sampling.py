@@ -121,6 +121,34 @@ def test_probs_from_logits_worked_examples():
     assert probs_from_logits(base, SamplingParams(1.0, top_p=1e-6)).tolist() == [[1.0, 0.0, 0.0, 0.0]]
 
 
+def nucleus_by_definition(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """top_p's tokens of one row [V], in float64, token by token: the likeliest first, each kept while the mass
+    before it is below top_p."""
+    keep, mass = torch.zeros_like(probs, dtype=torch.bool), 0.0
+    for i in probs.double().argsort(descending=True).tolist():
+        if mass >= top_p and keep.any():
+            break
+        keep[i], mass = True, mass + float(probs[i])
+    return keep
+
+
+@pytest.mark.parametrize("spread", ["peaked", "flat"])  # flat: a nucleus wider than NUCLEUS_FIRST, the whole row sorted
+def test_nucleus_keeps_the_tokens_the_definition_keeps(spread):
+    from quickdraft.sampling import NUCLEUS_FIRST, nucleus
+
+    g = torch.Generator().manual_seed(1)
+    V = 4 * NUCLEUS_FIRST
+    logits = torch.randn(3, V, generator=g) * (8.0 if spread == "peaked" else 0.3)  # [3, V]
+    probs = torch.softmax(logits, dim=-1)
+    for top_p in (1e-6, 0.3, 0.9, 0.99):
+        kept = nucleus(probs, top_p)  # [3, V]
+        for row in range(3):
+            assert torch.equal(kept[row], nucleus_by_definition(probs[row], top_p))
+        assert torch.equal(kept[1:2], nucleus(probs[1:2], top_p))  # a row alone keeps what it keeps among others
+    wide = int(nucleus(probs, 0.99).sum(-1).max())
+    assert (wide > NUCLEUS_FIRST) == (spread == "flat")  # both ways were taken
+
+
 @pytest.mark.parametrize(
     "kwargs,message",
     [
