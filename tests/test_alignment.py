@@ -460,25 +460,24 @@ def test_prediction_or_lookup_takes_lookup_after_a_weak_reanchor():
     assert sources["first"].source == "prediction" and sources["first"].tokens[0] == 10
 
 
-def test_short_matches_default_to_greedy_decoding_only():
-    """LookupConfig.short_ngram None: 1 for a greedy request, 0 for a sampled one (which tokens a seed draws depends
-    on how much is drafted); a value given is kept either way. Through a Generator, a sampled lookup request drafts
-    no short match and a greedy one does."""
+def test_short_matches_draft_under_greedy_decoding_and_sampling():
+    """Through a Generator, a lookup request drafts short matches by default, greedy or sampled, and none with
+    short_ngram 0."""
     from quickdraft.api import Generator
+    from quickdraft.drafters.lookup import LookupConfig
     from quickdraft.runners.scripted import ScriptedRunner
     from quickdraft.sampling import SamplingParams
     from quickdraft.tokenizer import ByteTokenizer
 
-    assert LookupConfig().for_sampling(True).short_ngram == 1 and LookupConfig().for_sampling(False).short_ngram == 0
-    assert LookupConfig(short_ngram=2).for_sampling(False).short_ngram == 2
-    assert LookupConfig(short_ngram=0).for_sampling(True).short_ngram == 0
     tok = ByteTokenizer()
     text = "abcabdabeabfabgabh"  # 2-token matches ("ab") everywhere, no 3-gram that repeats
     g = Generator(ScriptedRunner(tok.encode(text), 257, tok.eos, max_context=64), tok)
-    greedy = g.generate("x", drafter="lookup", draft_sizing="off")
-    assert greedy.text == text and "lookup-short" in greedy.stats.by_source
-    sampled = g.generate("x", drafter="lookup", draft_sizing="off", sampling=SamplingParams(temperature=0.7, seed=1))
-    assert "lookup-short" not in sampled.stats.by_source
+    sampled = SamplingParams(temperature=0.7, seed=1)
+    for sampling in (SamplingParams(), sampled):
+        r = g.generate("x", drafter="lookup", draft_sizing="off", sampling=sampling)
+        assert "lookup-short" in r.stats.by_source
+    r = g.generate("x", drafter="lookup", draft_sizing="off", sampling=sampled, lookup=LookupConfig(short_ngram=0))
+    assert "lookup-short" not in r.stats.by_source
 
 
 def test_prediction_or_lookup_short_matches_only_where_both_have_nothing():

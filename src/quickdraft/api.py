@@ -154,7 +154,7 @@ class Generator:
             return OuroborosDrafter(self.draft_runner, self.phrase_pool(options.ouroboros, options.pool_scope),
                                     options.ouroboros, trees_on_target=self.runner.supports_trees, costs=self.pass_costs)
         ids = None if pred_text is None else self.tokenizer.encode(pred_text, add_special_tokens=False)
-        return build_drafter(drafter, ids, options.policy, options.lookup.for_sampling(options.sampling.greedy))
+        return build_drafter(drafter, ids, options.policy, options.lookup)
 
     # -- generation ---------------------------------------------------------------------------
     def stream(self, prompt: Prompt, options: DecodeOptions | None = None, *, prediction: Any = None,

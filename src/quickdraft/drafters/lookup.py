@@ -25,8 +25,7 @@ Short matches. Where no match of min_ngram tokens exists, a match of `short_ngra
 tokens (sizing.py; until a request has its own, at the rate SHORT_PRIOR), so these drafts, right less often, are
 sent only while they pay and never shorten the long drafts of real matches. On the transformers runner a pass of a
 few tokens costs about one of a single token, so a guess that is right now and then pays (replayed and measured:
-docs/drafters.md#prompt-lookup). `short_ngram` 0 turns them off; the default, None, drafts them under greedy
-decoding only (LookupConfig.for_sampling).
+docs/drafters.md#prompt-lookup). `short_ngram` 0 turns them off.
 
 Example (max_ngram 2, num_tokens 3, growth 0): context [1, 2, 3, 4, 1, 2] ends with (1, 2), which
 ended at index 2 (its only earlier occurrence); the draft is context[2:5] = (3, 4, 1). With growth 2 the
@@ -35,7 +34,7 @@ copy (1, 2) is 2 tokens long, so the draft is 4 tokens, context[2:6] = (3, 4, 1,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..core import EMPTY_DRAFT, Draft, Verdict
@@ -69,9 +68,8 @@ class LookupConfig:
     growth: int = GROWTH  # a copy m tokens long drafts up to growth * m tokens (0: num_tokens whatever m)
     max_tokens: int = MAX_TOKENS  # the most a long copy drafts
     # where no match of min_ngram exists: matches of short_ngram..min_ngram - 1 tokens draft short_tokens, as their own
-    # source (SHORT_SOURCE; module docstring); 0: they draft nothing; None: 1 under greedy decoding and 0 under
-    # sampling (`for_sampling`), where drafting more often would change which tokens a seed draws
-    short_ngram: int | None = None
+    # source (SHORT_SOURCE; module docstring); 0: they draft nothing
+    short_ngram: int = 1
     short_tokens: int = 4
 
     def __post_init__(self) -> None:
@@ -85,22 +83,14 @@ class LookupConfig:
         if self.growth < 0 or self.max_tokens < 1:
             raise QuickdraftError(f"lookup growth must be >= 0 and max_tokens >= 1; "
                                   f"got {self.growth}, {self.max_tokens}")
-        if (self.short_ngram is not None and self.short_ngram < 0) or self.short_tokens < 1:
+        if self.short_ngram < 0 or self.short_tokens < 1:
             raise QuickdraftError("lookup short matches need short_ngram >= 0 (0: off) and short_tokens >= 1; "
                                   f"got {self.short_ngram}, {self.short_tokens}")
 
     @property
     def shortest(self) -> int:
-        """The shortest match that drafts: min_ngram, or short_ngram where short matches draft (None: 1)."""
-        short = 1 if self.short_ngram is None else self.short_ngram
-        return min(self.min_ngram, short) if short else self.min_ngram
-
-    def for_sampling(self, greedy: bool) -> "LookupConfig":
-        """This config for a request that decodes greedily or samples: short_ngram None becomes 1 or 0 (short
-        matches were measured under greedy decoding: docs/drafters.md#prompt-lookup)."""
-        if self.short_ngram is not None:
-            return self
-        return replace(self, short_ngram=1 if greedy else 0)
+        """The shortest match that drafts: min_ngram, or short_ngram where short matches draft."""
+        return min(self.min_ngram, self.short_ngram) if self.short_ngram else self.min_ngram
 
 
 class PromptLookupDrafter(Drafter):

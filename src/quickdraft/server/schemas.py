@@ -140,7 +140,7 @@ class LookupOptions(BaseModel):
     prefer: Literal["longest", "first", "latest"] = LookupConfig.prefer
     growth: int = Field(LookupConfig.growth, ge=0, le=64)
     max_tokens: int = Field(LookupConfig.max_tokens, ge=1, le=128)
-    short_ngram: int | None = Field(LookupConfig.short_ngram, ge=0, le=64)  # None: 1 greedy, 0 sampling
+    short_ngram: int = Field(LookupConfig.short_ngram, ge=0, le=64)  # 0: no short matches
     short_tokens: int = Field(LookupConfig.short_tokens, ge=1, le=128)
 
     def config(self) -> LookupConfig:
