@@ -82,7 +82,8 @@ def test_smoke_every_workload_and_method(smoke_run, data):
     for name in skipped:
         assert f"method {name}: skipped" in notes
     assert {"plain", "prediction", "prediction-openai", "prediction+lookup", "lookup", "draft-model", "ouroboros",
-            "hf-plain", "hf-prompt-lookup", "hf-assisted", "plain-sampled", "draft-model-sampled"} <= ran
+            "hf-plain", "hf-prompt-lookup", "hf-assisted", "plain-sampled", "lookup-sampled", "prediction-sampled",
+            "draft-model-sampled"} <= ran
     per_workload = {w: {r["task"] for r in rows if r["workload"] == w} for w in workloads.WORKLOADS}
     # 2 tasks each, but for a prompt longer than the tiny model's 8192 positions: skipped with a note (test_fits)
     too_long = {w: {t.id for t in wl.load(data, 2) if f"{w}/{t.id}: skipped: the prompt has" in notes}
@@ -117,10 +118,14 @@ def test_fits():
 
 def test_smoke_exact_methods_identical_to_plain(smoke_run):
     rows = harness.read_runs(smoke_run[0])
-    exact = [r for r in rows if r["exact"] and not r["sampled"]]
+    exact = [r for r in rows if r["exact"] and (not r["sampled"] or methods.METHODS[r["method"]].same_draws)]
     assert exact and all(r["identical"] is True for r in exact), [
         (r["workload"], r["task"], r["method"]) for r in exact if not r["identical"]]
-    assert all(r["identical"] is None for r in rows if r["sampled"])
+    # sampled with the target's own draws: checked against plain-sampled, drafts verified (not vacuous)
+    same_draws = [r for r in rows if r["method"] in ("lookup-sampled", "prediction-sampled")]
+    assert same_draws and {r["baseline"] for r in same_draws} == {"plain-sampled"}
+    assert sum(r["draft_tokens"] for r in same_draws) > 0
+    assert all(r["identical"] is None for r in rows if r["sampled"] and not methods.METHODS[r["method"]].same_draws)
     # each tool against its own plain decoding
     assert {r["baseline"] for r in rows if r["engine"] == "transformers"} == {"hf-plain"}
     assert {r["baseline"] for r in rows if r["engine"] == "quickdraft" and not r["sampled"]} == {"plain"}
@@ -129,7 +134,9 @@ def test_smoke_exact_methods_identical_to_plain(smoke_run):
 def test_smoke_counts_add_up(smoke_run):
     rows = harness.read_runs(smoke_run[0])
     for r in rows:
-        assert r["completion_tokens"] == sum(len(t) for t in r["output_tokens"]) > 0
+        assert r["completion_tokens"] == sum(len(t) for t in r["output_tokens"])
+        # greedy runs write something; a sampled one may draw EOS first (the tiny model's answers are random)
+        assert r["completion_tokens"] > 0 or (r["sampled"] and r["finish_reason"][-1] == "stop")
         assert len(r["output_tokens"]) == r["turns"] == len(r["prompt_tokens"])
         assert r["peak_rss_mib"] > 0 and r["memory_measure"] in harness.MEMORY_MEASURES
         if r["accepted"] is not None:  # quickdraft, and transformers' derived counts

@@ -382,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--max-new-tokens", type=int, default=256)
     br.add_argument("--repeats", type=int, default=3, help="runs of every (task, method), interleaved (default 3)")
     br.add_argument("--temperature", type=float, default=0.7,
-                    help="temperature of the sampled methods (plain-sampled, draft-model-sampled, mentored-*); default 0.7")
+                    help="temperature of the sampled methods (*-sampled, mentored-*); default 0.7")
     br.add_argument("--out", required=True, metavar="DIR", help="folder for runs.jsonl, run.json, report.md, plots/")
     br.add_argument("--data", metavar="DIR", help="the shared/data folder (default: $QUICKDRAFT_DATA, else "
                     "../shared/data beside the checkout)")

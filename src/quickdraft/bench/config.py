@@ -42,7 +42,7 @@ class BenchConfig:
     skip: int = 0  # tasks left out at the start of each workload (held-out tasks: skip 20, limit 20 runs tasks 21-40)
     max_new_tokens: int = 256
     repeats: int = 3
-    temperature: float = 0.7  # sampled methods only (plain-sampled, draft-model-sampled, mentored-*)
+    temperature: float = 0.7  # sampled methods only (*-sampled, mentored-*)
     progress: bool = True
     argv: tuple[str, ...] = ()
 

@@ -157,8 +157,9 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
     done = {row_key(r) for r in existing if not r.get("error")}
     references: dict[tuple[str, str, str], list[list[int]]] = {}
     for r in existing:
-        if not r.get("error") and r["method"] == r["baseline"] and not r.get("sampled") and r.get("output_tokens") is not None:
-            references.setdefault((r["workload"], r["task"], r["method"]), r["output_tokens"])
+        if not r.get("error") and r["method"] == r["baseline"] and r.get("output_tokens") is not None:
+            references.setdefault(_reference_key(r["workload"], r["task"], r["method"], r["repeat"], r.get("sampled")),
+                                  r["output_tokens"])
 
     jobs = list(_jobs(config, runnable, tasks))
     todo = [j for j in jobs if (j[0], j[1].id, j[3].name, j[2]) not in done]
@@ -255,8 +256,9 @@ def _ordered(todo: list[tuple], references: dict) -> Iterator[tuple]:
             j += 1
         block = todo[i:j]
         workload, task = block[0][0], block[0][1]
-        first = sorted((b for b in block if b[3].name == b[3].baseline and not b[3].sampled
-                        and (workload, task.id, b[3].name) not in references), key=lambda b: b[3].name != "plain")
+        first = sorted((b for b in block if b[3].name == b[3].baseline
+                        and _reference_key(workload, task.id, b[3].name, b[2], b[3].sampled) not in references),
+                       key=lambda b: (b[3].name != "plain", b[3].sampled))
         yield from first + [b for b in block if b not in first]
         i = j
 
@@ -303,13 +305,12 @@ def _run_one(session: Session, config: BenchConfig, workload: str, task, repeat:
         "kl_per_token": _r(outcome.kl / n_out, 6) if n_out and method.kwargs.get("acceptance") == "mentored" else None,
         "sampled": method.sampled, "output_tokens": outcome.tokens,
     })
-    ref_key = (workload, task.id, method.baseline)
-    if method.sampled:  # compared for speed only: speculative sampling is exact in distribution, not per draw
-        reference = None
-    else:
-        if method.name == method.baseline and ref_key not in references:
-            references[ref_key] = outcome.tokens
-        reference = references.get(ref_key)
+    ref_key = _reference_key(workload, task.id, method.baseline, repeat, method.sampled)
+    if method.name == method.baseline and ref_key not in references:
+        references[ref_key] = outcome.tokens
+    # a sampled method that is not exact draw for draw (speculative sampling: exact in distribution) is compared for
+    # speed only
+    reference = references.get(ref_key) if not method.sampled or method.same_draws else None
     if task.reference is not None and outcome.tokens:  # quality of the first answer (bench/scoring.py)
         row["scores"] = scoring.score(workload, session.gen.tokenizer.decode(outcome.tokens[0]), task.reference)
     row["identical"] = None if reference is None else outcome.tokens == reference
@@ -323,6 +324,12 @@ def _run_one(session: Session, config: BenchConfig, workload: str, task, repeat:
         kept, covered, n_pred = overlaps[workload, task.id]
         row.update({"prediction_tokens": n_pred, "prediction_kept": _r(kept), "output_from_prediction": _r(covered)})
     return row
+
+
+def _reference_key(workload: str, task_id: str, baseline: str, repeat: int, sampled: bool | None) -> tuple:
+    """Where a baseline's output is kept: per task under greedy decoding, per task and repeat under sampling (each
+    repeat samples with its own seed: _seed)."""
+    return (workload, task_id, baseline, repeat) if sampled else (workload, task_id, baseline)
 
 
 def _seed(workload: str, task_id: str, repeat: int) -> int:

@@ -14,9 +14,13 @@ needs      what must be present: "prediction" (the task has one), "draft-model" 
 exact      the output must equal its baseline's (plain greedy decoding by the same tool) token for token; a
            difference is a failure (another tool's is reported as that tool's, apart from quickdraft's).
 sampled    runs under sampling (the benchmark's --temperature, one seed per task and repeat shared by
-           every method) instead of greedy: compared with "plain-sampled" for speed only, since
-           speculative sampling is exact in distribution, not draw for draw. Mentored decoding is
-           defined under sampling only.
+           every method) instead of greedy, against "plain-sampled". Mentored decoding is defined under
+           sampling only.
+same_draws a sampled method whose output is its baseline's for the same seed, token for token: drafts
+           without distributions (prediction, lookup), verified by the target's own draws
+           (acceptance/rejection.verify_walk). Checked like greedy exactness. Other sampled methods
+           (speculative sampling with a draft model) are exact in distribution, not draw for draw, and are
+           compared for speed only.
 planned    set for a method that is not built yet: the harness lists it, with this reason, and
            never runs or imitates it.
 rivals     for a quickdraft method: the other tools' nearest methods, compared head to head in the
@@ -45,6 +49,7 @@ class Method:
     needs: tuple[str, ...] = ()
     exact: bool = True
     sampled: bool = False
+    same_draws: bool = False
     planned: str | None = None
     rivals: tuple[str, ...] = ()
 
@@ -97,7 +102,12 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("ouroboros", "quickdraft", "Ouroboros: the draft model drafts phrase by phrase, drafts lengthened by phrases (tree)",
            options=(("drafter", "ouroboros"),), needs=("draft-model",), rivals=("hf-assisted",)),
     Method("plain-sampled", "quickdraft", "quickdraft, no drafter, sampled: the baseline of the sampled methods",
-           baseline="plain-sampled", sampled=True, options=(("drafter", "none"),)),
+           baseline="plain-sampled", sampled=True, same_draws=True, options=(("drafter", "none"),)),
+    Method("lookup-sampled", "quickdraft", "prompt lookup, sampled (plain sampling's tokens for the same seed)",
+           baseline="plain-sampled", sampled=True, same_draws=True, options=(("drafter", "lookup"),)),
+    Method("prediction-sampled", "quickdraft", "prediction first, prompt lookup where it has nothing, sampled "
+           "(plain sampling's tokens for the same seed)", baseline="plain-sampled", sampled=True, same_draws=True,
+           options=(("drafter", "prediction+lookup"), ("policy", "default")), needs=("prediction",)),
     Method("draft-model-sampled", "quickdraft", "draft model, speculative sampling (exact in distribution)",
            baseline="plain-sampled", sampled=True, options=(("drafter", "draft-model"),), needs=("draft-model",)),
     *(mentored_method(b) for b in MENTORED_KL_BOUNDS),

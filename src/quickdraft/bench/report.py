@@ -21,9 +21,9 @@ FAIL = "🔴"
 
 
 def _identical_cell(rs: list[dict]) -> str:
-    if rs[0].get("sampled"):
-        return "n/a (sampled)"
     known = [r for r in rs if r.get("identical") is not None]
+    if rs[0].get("sampled") and not known:
+        return "n/a (sampled)"
     same = sum(r["identical"] for r in known)
     if not known:
         return "–"
@@ -69,8 +69,9 @@ def _failures(rows: list[dict], errors: list[dict]) -> list[str]:
     theirs = [r for r in bad if r not in ours]
     lines: list[str] = []
     for group, title, why in (
-            (ours, "quickdraft methods differ from plain greedy decoding",
-             "An exact method must reproduce plain greedy decoding token for token; these did not."),
+            (ours, "quickdraft methods differ from plain decoding",
+             "An exact method must reproduce plain decoding token for token (greedy, or sampled with the same seed "
+             "for lookup-sampled and prediction-sampled); these did not."),
             (theirs, "other tools' exact methods differ from their own plain greedy decoding",
              "Not a quickdraft result: the tool itself drafts and verifies, and on this machine its drafted "
              "output is not its own plain output (transformers' against hf-plain, llama.cpp's against "
@@ -94,8 +95,8 @@ def _failures(rows: list[dict], errors: list[dict]) -> list[str]:
     exact = [r for r in rows if r["exact"] and r.get("identical") is not None]
     if exact and not ours:
         n = sum(r.get("engine", "quickdraft") == "quickdraft" for r in exact)
-        lines += [f"**Exactness: {n}/{n} runs of quickdraft's exact methods identical to plain greedy decoding "
-                  "of the same runner.**", ""]
+        lines += [f"**Exactness: {n}/{n} runs of quickdraft's exact methods identical to plain decoding of the "
+                  "same runner (greedy, or sampled with the same seed).**", ""]
     return lines
 
 
@@ -369,8 +370,9 @@ def _legend() -> list[str]:
     return ["## Columns", "",
             "- identical: runs whose output equals plain greedy decoding by the same tool, token for token (all "
             "turns): quickdraft's on the same runner (plain), transformers' own (hf-plain), llama.cpp's own "
-            "(llamacpp-plain). Exact methods must be identical; a difference is marked " + FAIL + ". Lossy methods "
-            "(mentored) are shown for information.",
+            "(llamacpp-plain); for lookup-sampled and prediction-sampled, plain-sampled's with the same seed. Exact "
+            "methods must be identical; a difference is marked " + FAIL + ". Lossy methods (mentored) are shown for "
+            "information.",
             "- tok/s end to end: output tokens / wall time of the whole generation (tokenising the prompt, "
             "prefill, decoding; all turns). tok/s decode: output tokens / decode time (after the prefill; for "
             "transformers and llama.cpp, after the first forward call).",
@@ -383,7 +385,8 @@ def _legend() -> list[str]:
             "- target passes: forward passes of the target after the prefill (transformers: all forward calls, "
             "the first one with the prompt). draft forwards: forward passes of the draft model.",
             "- peak RSS: see Setup for how it was measured.",
-            "- sampled methods (plain-sampled, draft-model-sampled, mentored-*) sample at the run's temperature with "
-            "one seed per task and repeat; their baseline is plain-sampled and they are compared for speed only "
-            "(speculative sampling is exact in distribution, not draw for draw). KL/token: mean KL(target || "
-            "output) per output token that mentored acceptance reports (nats).", ""]
+            "- sampled methods (*-sampled, mentored-*) sample at the run's temperature with one seed per task and "
+            "repeat; their baseline is plain-sampled. Prediction and lookup drafts are verified by the target's own "
+            "draws, so their output is plain-sampled's; the draft model's (speculative sampling, exact in "
+            "distribution, not draw for draw) is compared for speed only. KL/token: mean KL(target || output) per "
+            "output token that mentored acceptance reports (nats).", ""]
