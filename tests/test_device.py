@@ -159,6 +159,25 @@ def test_every_drafter_gives_plain_decodings_tokens_on_the_device(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_sampled_drafts_give_plain_samplings_tokens_on_the_device(device):
+    """Under sampling, prediction and lookup drafts are verified by the target's own draws (acceptance/rejection.
+    verify_walk): over a device's logits too, the output is plain sampling's for the same seed."""
+    runner = runner_on(on_device(device))
+    sampling = SamplingParams(temperature=0.8, top_p=0.9, seed=3)
+    plain, _ = run(runner, PROMPT, NoDrafter(), sampling=sampling)
+    partly = plain[:10] + [(t + 1) % VOCAB for t in plain[10:14]] + plain[14:]
+    for name, drafter in {
+        "prediction, right": PredictionDrafter(plain, PredictionConfig()),
+        "prediction, partly right": PredictionDrafter(partly, PredictionConfig()),
+        "lookup": PromptLookupDrafter(LookupConfig()),
+    }.items():
+        out, stats = run(runner, PROMPT, drafter, sampling=sampling)
+        assert out == plain, name
+        # drafts were verified; the predictions' were kept too (the tiny model's sampled text repeats little)
+        assert stats.draft_tokens > 0 and (name == "lookup" or stats.accepted_prediction_tokens > 0), name
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_sampling_and_mentored_decoding_run_on_the_device(device):
     """Speculative sampling and mentored decoding over logits a device computed: reproducible with a seed, and a
     draft that is the target itself is always accepted under speculative sampling (exactly its distribution)."""
