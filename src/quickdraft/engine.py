@@ -76,7 +76,9 @@ def generate(
 
     Greedy (temperature 0) output equals plain greedy decoding token for token; sampled output is
     distributed as plain sampling from the target's processed distribution, unless a lossy
-    acceptance rule (mentored, typical, threshold) was asked for.
+    acceptance rule (mentored, typical, threshold) was asked for, and with drafts that carry no
+    distributions (prediction, lookup, trees) it is plain sampling's own, token for token, for the
+    same seed (acceptance/rejection.verify_walk).
     """
     check_prompt(prompt, runner)
     acceptance.check(sampling)
