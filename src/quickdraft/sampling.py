@@ -72,8 +72,9 @@ def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     reaches top_p; a token is dropped where the tokens before it already reach it, and the likeliest always stays
     (a tiny top_p is 0 in float32).
 
-    It looks at the NUCLEUS_FIRST likeliest first and sorts the whole row only where they hold less than top_p:
-    a sort of 151,936 entries takes about 100x as long as a softmax over them, once for every sampled token.
+    It looks at the NUCLEUS_FIRST likeliest first and sorts the whole row only where they hold less than top_p: a
+    sort of the whole vocabulary for every sampled token was most of sampling's cost (measured:
+    docs/results/2026-11-29-seeded-sampling#top_p-without-sorting-the-vocabulary).
 
     Example: probs (0.5, 0.3, 0.2), top_p 0.7 -> (True, True, False)."""
     top, order = torch.topk(probs, min(NUCLEUS_FIRST, probs.shape[-1]), dim=-1)  # [n, k], likeliest first
@@ -90,7 +91,7 @@ def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
     """One token from a distribution [vocab_size], by inverse transform: the first token whose cumulative
     probability exceeds one uniform times the total. One uniform a token (torch.multinomial draws one per vocabulary
-    entry, and takes 20x as long over 151,936 entries), and a token of probability 0 is never drawn.
+    entry, many times slower: docs/results/2026-11-29-seeded-sampling), and a token of probability 0 is never drawn.
 
     Example: probs (0.5, 0, 0.5), uniform 0.7 -> cumulative (0.5, 0.5, 1.0) -> token 2."""
     cdf = probs.float().cumsum(0)  # [V]
