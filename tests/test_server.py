@@ -209,6 +209,26 @@ def test_sampling_defaults_follow_openai_and_the_extension_is_used(tiny_url, ref
     assert r.model_extra["quickdraft"]["target_passes"] == expected.stats.target_passes
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_seed_gives_plain_samplings_text_with_a_prediction(tiny_url, stream):
+    """Sampled with a seed, a chat request with a prediction answers the text the same request gets without drafting,
+    token for token (acceptance/rejection.verify_walk), with the server's own draft sizing on, and keeps the
+    prediction's tokens where they are that text."""
+    c = client(tiny_url)
+    ask = dict(model="tiny", messages=MESSAGES, max_completion_tokens=24, temperature=0.9, top_p=0.95, seed=11)
+    plain = c.chat.completions.create(**ask, extra_body={"quickdraft": {"drafter": "none"}}).choices[0].message.content
+    for prediction in (plain, _partly_right(plain)):
+        args = dict(ask, prediction={"type": "content", "content": prediction})
+        if stream:
+            text, _, usage = read_stream(c.chat.completions.create(**args, stream=True,
+                                                                   stream_options={"include_usage": True}))
+        else:
+            r = c.chat.completions.create(**args)
+            text, usage = r.choices[0].message.content, r.usage
+        assert text == plain
+        assert usage.completion_tokens_details.accepted_prediction_tokens > 0
+
+
 def test_scripted_counts_are_exact(scripted_url):
     """Script "hello world, hello again" (one byte per token), prompt "hi".
 
