@@ -420,10 +420,9 @@ def _add_draft_model_args(p: argparse.ArgumentParser) -> None:
                    help="where a transformers model runs: cuda (torch's GPU; refused where torch sees none), cpu, or "
                    "auto (cuda where torch sees a GPU; the default). docs/gpu.md")
     p.add_argument("--kernels", choices=KERNELS, default="auto",
-                   help="a transformers model's Linear layers, float32 or bf16: onednn (weights packed once; on the "
-                   "project's CPU 1.2x (fp32) to 1.4x (bf16) faster plain decoding, 1.2-1.8x faster verification "
-                   "passes), torch (as transformers loads them), auto (onednn where torch runs the dtype with it; "
-                   "the default)")
+                   help="a transformers model's Linear layers, float32 or bf16: onednn (weights packed once; faster "
+                   "decoding and verification passes, docs/runtime.md#packed-weights), torch (as transformers loads "
+                   "them), auto (onednn where torch runs the dtype with it; the default)")
 
 
 # commands that run a model for long enough that tcmalloc pays for starting again (cpu.restart_with_tcmalloc)
