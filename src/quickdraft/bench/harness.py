@@ -155,7 +155,7 @@ def run(config: BenchConfig, gen: Any, model_path: Path | None = None, draft_pat
 
     existing = read_runs(out)
     done = {row_key(r) for r in existing if not r.get("error")}
-    references: dict[tuple[str, str, str], list[list[int]]] = {}
+    references: dict[tuple, list[list[int]]] = {}  # _reference_key -> the baseline's output tokens
     for r in existing:
         if not r.get("error") and r["method"] == r["baseline"] and r.get("output_tokens") is not None:
             references.setdefault(_reference_key(r["workload"], r["task"], r["method"], r["repeat"], r.get("sampled")),
@@ -258,7 +258,7 @@ def _ordered(todo: list[tuple], references: dict) -> Iterator[tuple]:
         workload, task = block[0][0], block[0][1]
         first = sorted((b for b in block if b[3].name == b[3].baseline
                         and _reference_key(workload, task.id, b[3].name, b[2], b[3].sampled) not in references),
-                       key=lambda b: (b[3].name != "plain", b[3].sampled))
+                       key=lambda b: b[3].name != "plain")
         yield from first + [b for b in block if b not in first]
         i = j
 
