@@ -459,7 +459,10 @@ def test_api_draft_model_drafter():
     assert r.text == "speculative decoding, exactly"
     assert r.stats.by_source["draft-model"][0] == r.stats.accepted_prediction_tokens > 20
     assert gen.generate("hi", drafter="draft-model", draft=DraftModelConfig(k=2)).text == r.text
-    assert gen.generate("hi", prediction="speculative").stats.by_source.keys() == {"prediction"}
+    # with a prediction, auto drafts from it and not from the draft model (lookup's short matches may follow the
+    # prediction's end where the cost sizer, timing this runner, finds that they pay)
+    sources = gen.generate("hi", prediction="speculative").stats.by_source
+    assert "prediction" in sources and "draft-model" not in sources
 
 
 @pytest.mark.parametrize(
