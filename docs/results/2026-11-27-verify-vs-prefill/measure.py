@@ -3,7 +3,7 @@
 For each task: quickdraft generates with the file as prediction (decode_s: the verify passes), then the same
 prompt is prefilled again and the tokens those passes read (the prompt's last token and the output but its last)
 are prefilled after it, in the runner's prefill passes. Also printed: the prompt's own prefill time per token times
-as many tokens (the measure of docs/results/2026-11-27-edits-sitting/summary.py). Repeats alternate the two.
+as many tokens (the measure of docs/results/2026-11-29-edits-sitting/summary.py). Repeats alternate the two.
 
     .venv/bin/python docs/results/2026-11-27-verify-vs-prefill/measure.py --workload refactor --skip 4 --limit 8
 """

@@ -1,14 +1,13 @@
-"""Per-task end-to-end time ratios of issue 44's sitting (commands.sh), target passes before and after, and decode
-time against prefill time for the well-predicted edits.
+"""Per-task end-to-end time ratios of issue 44's sitting at today's code (commands.sh), target passes before and after,
+and decode time against prefill time for the well-predicted edits.
 
-    python3 docs/results/2026-11-27-edits-sitting/summary.py > docs/results/2026-11-27-edits-sitting/summary.txt
+    python3 docs/results/2026-11-29-edits-sitting/summary.py > docs/results/2026-11-29-edits-sitting/summary.txt
 
-Ratio = the other tool's seconds for the task / quickdraft's (its own engine, bf16, in vllm_bench.py's process;
-above 1: quickdraft finishes sooner), over tasks where both wrote the same number of tokens (within one: vLLM counts
-the end-of-turn token); a task where they differ is listed, not compared. bench: quickdraft's own bench in its own
-process (plain decoding, the exactness reference); before: the bench at f6181fc, before issue 44's drafting changes;
-merged: the apply workload run again right after, at fdba187, where its prediction is the merge the snippet describes
-(before it: the original file).
+Ratio = the other tool's seconds for the task / quickdraft's (its own engine, bf16, in vllm_bench.py's process on
+tcmalloc; above 1: quickdraft finishes sooner), over tasks where both wrote the same number of tokens (within one: vLLM
+counts the end-of-turn token); a task where they differ is listed, not compared. bench: quickdraft's own bench in its
+own process (plain decoding, the exactness reference); before: the bench at f6181fc, before issue 44's drafting
+changes. The apply workload's prediction is the merge the snippet describes.
 """
 
 import json
@@ -32,11 +31,6 @@ def table() -> dict:
     for prefix, folder in (("bench:", "quickdraft-bench"), ("before:", "before")):
         for r in rows(HERE / folder / "runs.jsonl"):
             t[(r["workload"], r["task"], prefix + r["method"])] = (r["seconds"], r["completion_tokens"])
-    for r in rows(HERE / "apply-merged" / "vllm-runs.jsonl"):  # the apply workload again, the merge as prediction
-        t[(r["workload"], r["task"], "merged " + ("vllm:" if r["engine"] == "vllm" else "quickdraft:") + r["method"])] = (
-            r["seconds"], r["tokens"])
-    for r in rows(HERE / "apply-merged" / "bench-runs.jsonl"):
-        t[(r["workload"], r["task"], "merged bench:" + r["method"])] = (r["seconds"], r["completion_tokens"])
     for r in rows(HERE / "stock-llamacpp" / "stock.jsonl"):
         t[(r["workload"], r["task"], "stock:" + r["method"])] = (r["total_s"], r["completion_tokens"])
     return t
@@ -84,7 +78,7 @@ def passes() -> None:
 
 
 def exactness() -> None:
-    rs = [r for folder, name in (("quickdraft-bench", "runs"), ("before", "runs"), ("apply-merged", "bench-runs"))
+    rs = [r for folder, name in (("quickdraft-bench", "runs"), ("before", "runs"))
           for r in rows(HERE / folder / f"{name}.jsonl")]
     drafted = [r for r in rs if r["method"] != "plain" and r["engine"] == "quickdraft"]
     print(f"## exactness: {sum(r['exact'] is True for r in drafted)} of {len(drafted)} drafted quickdraft bench runs "
@@ -96,7 +90,7 @@ def decode_against_prefill() -> None:
     """Decode seconds over the prefill seconds of as many tokens (the task's own prefill, per prompt token, times
     the output's tokens), for runs with at least 90 % of the output from the prediction."""
     print("## decode / prefill of as many tokens, runs with >= 90 % of the output accepted from the prediction")
-    for r in rows(HERE / "quickdraft-bench" / "runs.jsonl") + rows(HERE / "apply-merged" / "bench-runs.jsonl"):
+    for r in rows(HERE / "quickdraft-bench" / "runs.jsonl"):
         n, prompt = r["completion_tokens"], sum(r["prompt_tokens"])
         if r["method"].startswith("prediction") and n and r["accepted"] >= 0.9 * n:
             same = r["prefill_s"] * n / prompt
@@ -107,17 +101,13 @@ def decode_against_prefill() -> None:
 
 def main() -> None:
     t = table()
-    others = ["vllm:vllm-ngram", "vllm:vllm+qd-prediction", "vllm:vllm-plain", "stock:stock-plain",
-              "stock:stock-prompt-lookup", "bench:hf-prompt-lookup", "bench:plain", "bench:prediction",
-              "before:prediction", "quickdraft:qd-prediction+lookup"]
-    for workload in WORKLOADS:
-        ratios(t, workload, "quickdraft:qd-prediction", others)
-    ratios(t, "apply_edit_eval", "quickdraft:qd-prediction+lookup",
-           [o for o in others if o != "quickdraft:qd-prediction+lookup"] + ["bench:prediction+lookup"])
-    merged = ["merged vllm:vllm-ngram", "merged vllm:vllm+qd-prediction", "vllm:vllm-plain", "stock:stock-plain",
-              "stock:stock-prompt-lookup", "merged bench:plain", "quickdraft:qd-prediction+lookup",
-              "merged quickdraft:qd-prediction+lookup"]
-    ratios(t, "apply_edit_eval", "merged quickdraft:qd-prediction", merged)
+    others = ["vllm:vllm-ngram", "vllm:vllm+qd-prediction", "vllm:vllm+qd-prediction+lookup", "vllm:vllm-plain",
+              "stock:stock-plain", "stock:stock-prompt-lookup", "bench:hf-prompt-lookup", "bench:plain",
+              "bench:prediction", "bench:prediction+lookup", "before:prediction", "before:prediction+lookup"]
+    for mine in ("quickdraft:qd-prediction", "quickdraft:qd-prediction+lookup"):
+        for workload in WORKLOADS:
+            ratios(t, workload, mine, [o for o in others + ["quickdraft:qd-prediction", "quickdraft:qd-prediction+lookup"]
+                                       if o != mine])
     passes()
     exactness()
     decode_against_prefill()
