@@ -22,11 +22,9 @@ FAIL = "🔴"
 
 def _identical_cell(rs: list[dict]) -> str:
     known = [r for r in rs if r.get("identical") is not None]
-    if rs[0].get("sampled") and not known:
-        return "n/a (sampled)"
+    if not known:  # a sampled method compared for speed only (speculative sampling), or no baseline
+        return "n/a (sampled)" if rs[0].get("sampled") else "–"
     same = sum(r["identical"] for r in known)
-    if not known:
-        return "–"
     if not rs[0]["exact"]:
         return f"{same}/{len(known)} (lossy)"
     return f"{same}/{len(known)}" if same == len(known) else f'{FAIL} **<span style="color:red">{same}/{len(known)}</span>**'
