@@ -179,11 +179,11 @@ def prefill_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
 
     Eager attention's numbers (scores in the query's dtype, softmax computed in float32 and rounded once, as the
     runner's passes compute them: grouped_attention) in products of PREFILL_BLOCK query positions, a KV head's G query
-    heads stacked, each block against the keys its rows may see: after the last key any of them sees nothing is
-    computed, and the mask is added only from the first key any of them may not see. Each block's scores stay in
-    the core's caches between the three products, where SDPA's CPU kernel and one product over all rows do not: in bf16
-    faster than SDPA, at eager attention's precision, a little below SDPA's (measured:
-    docs/runtime.md#prefill-attention).
+    heads stacked and all KV heads in one batched product, each block against the keys its rows may see: after the
+    last key any of them sees nothing is computed, and the mask is added only from the first key any of them may not
+    see. Each block's scores stay in the core's caches between the three products, where SDPA's CPU kernel and one
+    product over all rows do not: in bf16 faster than SDPA, at eager attention's precision, a little below SDPA's
+    (measured: docs/runtime.md#prefill-attention).
     Rows that see no key at all (none in a causal prefill) are not computed as eager attention computes them.
     causal_prefill: the mask is the causal one over the cache and the pass (the runner's prefill passes it through
     the model's forward, whose keywords reach the attention), so the keys each row sees follow from n and L
@@ -200,14 +200,15 @@ def prefill_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     out = query.new_empty(b, Hkv, G, n, D)
     for p0 in range(0, n, PREFILL_BLOCK):
         p1 = min(p0 + PREFILL_BLOCK, n)
+        B = p1 - p0
         keys = max(max(seen[p0:p1]), 1)  # the keys these rows may see are among the first `keys`
         clear = min(min(clear_until[p0:p1]), keys)  # and the mask is 0 for all of them before `clear`
-        for h in range(Hkv):
-            scores = torch.matmul(q[:, h, :, p0:p1].reshape(b, G * (p1 - p0), D), key[:, h, :keys].transpose(1, 2))
-            if clear < keys:  # [b, G, B, keys - clear] + [b, 1, B, keys - clear]
-                scores.view(b, G, p1 - p0, keys)[..., clear:].add_(attention_mask[:, :, p0:p1, clear:keys])
-            weights = torch.softmax(scores, dim=-1)  # [b, G B, keys]; bf16: computed in float32, rounded once
-            out[:, h, :, p0:p1] = torch.matmul(weights, value[:, h, :keys]).view(b, G, p1 - p0, D)
+        rows = q[:, :, :, p0:p1].reshape(b, Hkv, G * B, D)  # [b, Hkv, G B, D]: every KV head's block in one product
+        scores = torch.matmul(rows, key[:, :, :keys].transpose(2, 3))  # [b, Hkv, G B, keys]
+        if clear < keys:  # [b, Hkv, G, B, keys - clear] + [b, 1, 1, B, keys - clear]
+            scores.view(b, Hkv, G, B, keys)[..., clear:].add_(attention_mask[:, :, None, p0:p1, clear:keys])
+        weights = torch.softmax(scores, dim=-1)  # [b, Hkv, G B, keys]; bf16: computed in float32, rounded once
+        out[:, :, :, p0:p1] = torch.matmul(weights, value[:, :, :keys]).view(b, Hkv, G, B, D)
     return out.view(b, H, n, D).transpose(1, 2).contiguous(), None  # [b, n, H, D]
 
 
