@@ -387,3 +387,26 @@ def test_cli_mentored(tiny_folder, capsys):
     code, _, err = run_cli(capsys, "generate", "--model", str(tiny_folder), "--acceptance", "mentored",
                            "--kl-bound", "0.1", "zzz")
     assert code == 2 and "with greedy decoding" in err
+
+
+def test_kl_counts_only_the_positions_emitted():
+    """A draft accepted past EOS (drafts never run past the token limit): the positions after it are not the
+    output's, nor is their KL. The stats count the emitted tokens' positions alone, so the KL per output token stays
+    within the bound even for the shortest answers (summed over every decided position, a 1-token answer ended by
+    EOS inside a 4-token accepted draft could report up to 4 D)."""
+    g = torch.Generator().manual_seed(3)
+    Vm, bound = 5, 0.3
+    table = torch.randn(Vm, Vm, generator=g) * 1.5
+    other = table + torch.randn(Vm, Vm, generator=g) * 2.0
+    spent = []
+    for seed in range(60):
+        s = SamplingParams(temperature=1.0, seed=seed)
+        d = DraftModelDrafter(MarkovRunner(other), Vm, s, DraftModelConfig(k=4, min_confidence=0, min_joint=0))
+        stats, kls = Stats(), []
+        for st in generate(MarkovRunner(table), [0, 1, 2], Limits(40, frozenset({4})), d, stats=stats, sampling=s,
+                           acceptance=Acceptance("mentored", bound)):
+            kls.append(sum(st.verdict.kls[: len(st.tokens)]))
+            spent.append(sum(st.verdict.kls) - kls[-1])
+        assert stats.kl == pytest.approx(sum(kls), abs=1e-12)
+        assert stats.kl <= bound * stats.completion_tokens + 1e-9
+    assert max(spent) > bound  # decided positions past the end did spend KL, which the stats leave out

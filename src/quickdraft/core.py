@@ -69,6 +69,9 @@ class Verdict:
     # lossy rules: KL(target || emitted) at each position decided here (accepted ones and the rejected one),
     # summed, in nats: the divergence the emitted tokens actually incurred. 0.0 for exact rules.
     kl: float = 0.0
+    # the same per position of `tokens` (the bonus after a fully accepted draft: 0); () for exact rules. The engine
+    # counts only the positions whose tokens it emits: not those after EOS, a stop string or the token limit
+    kls: tuple[float, ...] = ()
     # tree drafts: draft indices of the accepted root-to-node path (len == accepted); None for linear drafts
     path: tuple[int, ...] | None = None
     # the target's argmax after every input of the pass ([root, *draft]), where the rule computed it
@@ -116,7 +119,7 @@ class Stats:
     acceptance: str = "exact"  # the rule (acceptance.RULES)
     kl_bound: float = 0.0
     lossy: bool = False  # the rule may emit other tokens than the target's distribution would (Acceptance.lossy)
-    kl: float = 0.0  # mentored: KL(target || emitted) summed over the decided positions (nats)
+    kl: float = 0.0  # mentored: KL(target || emitted) summed over the positions of the emitted tokens (nats)
     prefill_s: float = 0.0
     decode_s: float = 0.0
     drafter_s: float = 0.0  # part of decode_s spent proposing drafts

@@ -150,7 +150,7 @@ def generate(
         from_draft = tuple(i < verdict.accepted for i in range(len(tokens)))
         _account(stats, verdict.draft.source, len(draft), sum(from_draft), len(tokens))
         stats.draft_forwards += draft.forwards
-        stats.kl += verdict.kl
+        stats.kl += sum(verdict.kls[: len(tokens)])  # the emitted tokens' positions only (lossy rules)
         stats.drafter_s += t_drafted - t_step
         stats.decode_s += clock() - t_step
         yield Step(tokens=tuple(tokens), from_draft=from_draft, verdict=verdict, finish_reason=finish)

@@ -167,9 +167,9 @@ def verify_mentored(draft: Draft, target_probs: torch.Tensor, generator: torch.G
     draft.probs: [len(draft), vocab_size], or None for a deterministic drafter (point masses).
 
     Draws random numbers exactly as verify_sampling does (k uniforms, then one sample), so D = 0
-    reproduces speculative sampling token for token under the same generator. Verdict.kl sums
-    KL(p || pi) over the positions decided here: the accepted ones and the rejected one (the bonus
-    after a fully accepted draft is drawn from p: no divergence).
+    reproduces speculative sampling token for token under the same generator. Verdict.kls holds
+    KL(p || pi) at each position decided here, the accepted ones and the rejected one (the bonus after a
+    fully accepted draft is drawn from p: no divergence), and Verdict.kl their sum.
 
     Example (the module's worked example at one position): draft (2,) with q = (0.1, 0.1, 0.8),
     p = (0.5, 0.3, 0.2), D = 0.1, uniform 0.4. The exact test rejects (0.4 * 0.8 >= 0.2); mentored
@@ -183,17 +183,18 @@ def verify_mentored(draft: Draft, target_probs: torch.Tensor, generator: torch.G
     k = len(draft)
     assert target_probs.shape[0] == k + 1, (target_probs.shape, k)
     u = torch.rand(k, generator=generator)  # [k]
-    kl_used = 0.0
+    kls: list[float] = []  # KL(p || pi) at each decided position
     for i, x in enumerate(draft.tokens):
         p = target_probs[i]  # [V]
         q = draft_row(draft, i, p)  # [V]
         m = mentor(p, q, kl_bound)
-        kl_used += m.kl  # the emitted distribution here is pi, whichever test below decides
+        kls.append(m.kl)  # the emitted distribution here is pi, whichever test below decides
         if u[i] * q[x] < p[x]:  # the exact test accepts, and r(x) >= min(1, p/q): accept
             continue
         pi = m.pi(p, q)  # [V]
         if u[i] * q[x] < pi[x]:  # u < r(x) = pi(x) / q(x) = min(1, p(x) / (alpha q(x)))
             continue
         bonus = correction(pi, q, generator)  # from s, proportional to max(0, pi - q) = max(0, p / beta - q)
-        return Verdict(draft, i, tuple(draft.tokens[:i]) + (bonus,), kl=kl_used)
-    return Verdict(draft, k, tuple(draft.tokens) + (sample(target_probs[k], generator),), kl=kl_used)
+        return Verdict(draft, i, tuple(draft.tokens[:i]) + (bonus,), kl=sum(kls), kls=tuple(kls))
+    kls.append(0.0)  # the bonus, drawn from p
+    return Verdict(draft, k, tuple(draft.tokens) + (sample(target_probs[k], generator),), kl=sum(kls), kls=tuple(kls))
