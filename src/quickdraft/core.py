@@ -66,11 +66,10 @@ class Verdict:
     draft: Draft
     accepted: int  # length of the accepted prefix of draft.tokens
     tokens: tuple[int, ...]  # draft.tokens[:accepted] + (bonus,)
-    # lossy rules: KL(target || emitted) at each position decided here (accepted ones and the rejected one),
-    # summed, in nats: the divergence the emitted tokens actually incurred. 0.0 for exact rules.
-    kl: float = 0.0
-    # the same per position of `tokens` (the bonus after a fully accepted draft: 0); () for exact rules. The engine
-    # counts only the positions whose tokens it emits: not those after EOS, a stop string or the token limit
+    # lossy rules: KL(target || emitted) in nats at each position of `tokens` decided here (the accepted ones and the
+    # rejected one; the bonus after a fully accepted draft: 0): the divergence the emitted tokens actually incurred.
+    # () for exact rules. The engine counts only the positions whose tokens it emits: not those after EOS, a stop
+    # string or the token limit
     kls: tuple[float, ...] = ()
     # tree drafts: draft indices of the accepted root-to-node path (len == accepted); None for linear drafts
     path: tuple[int, ...] | None = None
@@ -81,6 +80,11 @@ class Verdict:
     @property
     def bonus(self) -> int:
         return self.tokens[-1]
+
+    @property
+    def kl(self) -> float:
+        """KL(target || emitted) summed over the positions decided here (0.0 for exact rules)."""
+        return sum(self.kls)
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ def verify_mentored(draft: Draft, target_probs: torch.Tensor, generator: torch.G
     Draws random numbers exactly as verify_sampling does (k uniforms, then one sample), so D = 0
     reproduces speculative sampling token for token under the same generator. Verdict.kls holds
     KL(p || pi) at each position decided here, the accepted ones and the rejected one (the bonus after a
-    fully accepted draft is drawn from p: no divergence), and Verdict.kl their sum.
+    fully accepted draft is drawn from p: no divergence); Verdict.kl is their sum.
 
     Example (the module's worked example at one position): draft (2,) with q = (0.1, 0.1, 0.8),
     p = (0.5, 0.3, 0.2), D = 0.1, uniform 0.4. The exact test rejects (0.4 * 0.8 >= 0.2); mentored
@@ -195,6 +195,6 @@ def verify_mentored(draft: Draft, target_probs: torch.Tensor, generator: torch.G
         if u[i] * q[x] < pi[x]:  # u < r(x) = pi(x) / q(x) = min(1, p(x) / (alpha q(x)))
             continue
         bonus = correction(pi, q, generator)  # from s, proportional to max(0, pi - q) = max(0, p / beta - q)
-        return Verdict(draft, i, tuple(draft.tokens[:i]) + (bonus,), kl=sum(kls), kls=tuple(kls))
+        return Verdict(draft, i, tuple(draft.tokens[:i]) + (bonus,), kls=tuple(kls))
     kls.append(0.0)  # the bonus, drawn from p
-    return Verdict(draft, k, tuple(draft.tokens) + (sample(target_probs[k], generator),), kl=sum(kls), kls=tuple(kls))
+    return Verdict(draft, k, tuple(draft.tokens) + (sample(target_probs[k], generator),), kls=tuple(kls))
