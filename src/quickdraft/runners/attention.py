@@ -14,12 +14,13 @@ Row invariance. A row of an n-token pass sees L keys of which the last ones are 
 same position in a one-token pass sees only its own keys. The sums over keys must not depend on how many
 masked keys follow. n-token passes against one-token decoding at every cache length, on a CPU with AVX512_BF16
 (measured: docs/runtime.md#attention):
-- softmax over a row of fewer than 16 keys takes another path than over a longer row: rows are padded
-  with -inf keys to a multiple of SOFTMAX_BLOCK, so every row has whole blocks;
+- torch's softmax over a row of fewer than 16 keys takes another path than over a longer row: rows are padded
+  with -inf keys to a multiple of SOFTMAX_BLOCK, so every row has whole blocks (the softmax kernel, native.py,
+  computes each row alone, invariant by construction, and runs in bf16 where it is built; torch's elsewhere);
 - bf16 weights times values: oneDNN splits a sum over about 1,000 keys or more differently by its
   length: the values are summed VALUE_BLOCK keys at a time, blocks added in float32;
 - the scaled, masked scores are written straight into the padded rows, and in bf16 the softmax writes bf16
-  (torch computes it in float32 and rounds once: the bits of a float32 softmax rounded to bf16); the same bits
+  (computed in float32 and rounded once: the bits of a float32 softmax rounded to bf16); with torch's, the same bits
   as copying the scores into padded rows, a float32 softmax and a conversion, with fewer copies of the scores
   (measured with docs/results/2026-11-26-verify-attention/ab_attention.py: docs/runtime.md#attention);
 - with both, `grouped_attention` (NAME) is row-invariant in bf16 at every length tried. It is checked on
@@ -36,6 +37,8 @@ from __future__ import annotations
 import math
 
 import torch
+
+from . import native
 
 NAME = "quickdraft_grouped"
 ROWS = "quickdraft_rows"
@@ -76,9 +79,9 @@ def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: tor
     # token) must get the bits of one with it.
     if mask is not None:  # broadcast over the G query heads of a group: [b, Hkv, G, n, L]
         logits.view(b, Hkv, groups, R // groups, -1)[..., :L].add_(mask)
-    # float32 softmax rounded to q's dtype: torch's bf16 softmax computes in float32 and rounds once, in one pass
+    # float32 softmax rounded to q's dtype once, in one pass: native.softmax (torch's where the kernel does not run)
     if q.dtype == torch.bfloat16:
-        weights = torch.nn.functional.softmax(logits, dim=-1)
+        weights = native.softmax(logits)
     else:
         weights = torch.nn.functional.softmax(logits, dim=-1, dtype=torch.float32).to(q.dtype)
     W = value.shape[-2]  # keys summed over: L, or P padded (the padding's weights are 0)
@@ -207,7 +210,7 @@ def prefill_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         scores = torch.matmul(rows, key[:, :, :keys].transpose(2, 3))  # [b, Hkv, G B, keys]
         if clear < keys:  # [b, Hkv, G, B, keys - clear] + [b, 1, 1, B, keys - clear]
             scores.view(b, Hkv, G, B, keys)[..., clear:].add_(attention_mask[:, :, None, p0:p1, clear:keys])
-        weights = torch.softmax(scores, dim=-1)  # [b, Hkv, G B, keys]; bf16: computed in float32, rounded once
+        weights = native.softmax(scores)  # [b, Hkv, G B, keys]; bf16: computed in float32, rounded once
         out[:, :, :, p0:p1] = torch.matmul(weights, value[:, :, :keys]).view(b, Hkv, G, B, D)
     return out.view(b, H, n, D).transpose(1, 2).contiguous(), None  # [b, n, H, D]
 

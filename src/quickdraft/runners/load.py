@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from . import attention, lean
+from . import attention, lean, native
 from .hf import HFRunner
 from .invariance import make_row_invariant, row_invariance, unpacked
 from .kernels import use_kernels
@@ -133,7 +133,8 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
 # change in any of them runs it again. QUICKDRAFT_CHECK_CACHE=off always runs it (the tests do, to patch it).
 
 # this package's code that makes the logits
-CHECKED_SOURCES = ("attention.py", "base.py", "hf.py", "invariance.py", "kernels.py", "lean.py", "load.py")
+CHECKED_SOURCES = ("attention.py", "base.py", "hf.py", "invariance.py", "kernels.py", "lean.py", "load.py", "native.py",
+                   "softmax.c")
 
 
 def _hash(what: object) -> str:
@@ -166,6 +167,7 @@ def verdict_key(runner, path: Path | str) -> str:
         "attention": runner.model.config._attn_implementation, "dtype": runner.dtype, "kernels": runner.kernels,
         "padded keys": bool(runner.lean is not None and runner.lean.pad_keys),  # lean.py's KeyBuffers
         "padded rows": runner.lean.pad_rows if runner.lean is not None else None,  # lean.LeanPass.pad_rows
+        "softmax kernel": native.in_use(),  # QUICKDRAFT_NATIVE=0 or a missing compiler: torch's softmax instead
         **_build(CHECKED_SOURCES),
         "transformers": transformers.__version__,
         "device": _device_identity(runner.device),
