@@ -390,6 +390,21 @@ def test_an_untested_vllm_is_left_untouched_with_one_warning(monkeypatch, caplog
         Proposer(config)  # asking for quickdraft's proposer is refused
 
 
+def test_a_folder_named_vllm_is_not_taken_for_vllm(monkeypatch, tmp_path):
+    """A folder called vllm on the path (a results folder beside a script) imports as a namespace package; the
+    launcher still looks for the interpreter that has vLLM itself."""
+    (tmp_path / "vllm").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(serve, "VENV", tmp_path / "no-venv")
+    import importlib
+
+    importlib.invalidate_caches()
+    if importlib.util.find_spec("vllm").origin is not None:
+        pytest.skip("vLLM itself is installed in this interpreter")
+    with pytest.raises(QuickdraftError, match="vLLM is not installed here"):
+        serve.vllm_python()
+
+
 def test_the_launcher_refuses_an_untested_vllm_before_pulling_a_model(monkeypatch, capsys):
     from quickdraft import models
 

@@ -73,7 +73,8 @@ class ServeConfig:
 
 def vllm_python() -> str:
     """The interpreter that has vLLM: this one, else the checkout's .venv-vllm."""
-    if importlib.util.find_spec("vllm") is not None:
+    spec = importlib.util.find_spec("vllm")
+    if spec is not None and spec.origin is not None:  # a folder named vllm on the path (no origin) is not vLLM
         return sys.executable
     python = VENV / "bin" / "python"
     if python.exists():
