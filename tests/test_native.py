@@ -69,8 +69,7 @@ def test_what_the_kernel_does_not_take_gets_torchs_softmax():
 def _fresh(monkeypatch, **env):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    native._library.cache_clear()
-    monkeypatch.setattr(native, "_why", [None])
+    native._load.cache_clear()
 
 
 @pytest.fixture
@@ -79,7 +78,7 @@ def rebuilt(monkeypatch, tmp_path):
     monkeypatch.setenv("QUICKDRAFT_HOME", str(tmp_path))
     yield lambda **env: _fresh(monkeypatch, **env)
     monkeypatch.undo()
-    native._library.cache_clear()
+    native._load.cache_clear()
 
 
 def test_turned_off_it_is_torchs_softmax_and_says_why(rebuilt):

@@ -46,30 +46,30 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 
 def unavailable() -> str | None:
     """Why softmax() computes with torch's softmax here (None: it runs the kernel)."""
-    _library()
-    return _why[0]
+    return _load()[1]
 
 
 def in_use() -> bool:
     return _library() is not None
 
 
-_why: list[str | None] = [None]
+def _library() -> ctypes.CDLL | None:
+    return _load()[0]
 
 
 @lru_cache(maxsize=None)
-def _library() -> ctypes.CDLL | None:
+def _load() -> tuple[ctypes.CDLL | None, str | None]:
+    """(the built kernel, None), or (None, why not): decided once a process."""
     why = _refusal()
     if why is None:
         try:
             lib = ctypes.CDLL(str(_built()))
             lib.qd_softmax_bf16.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 3
             lib.qd_softmax_bf16.restype = ctypes.c_int
-            return lib
+            return lib, None
         except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
             why = f"the kernel did not build or load: {_first_line(e)}"
-    _why[0] = why
-    return None
+    return None, why
 
 
 def _refusal() -> str | None:
