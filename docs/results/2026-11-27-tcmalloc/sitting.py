@@ -9,7 +9,7 @@ Sittings 7 and 8, after lookup's drafts began to follow the copy (e49074f): as s
 prediction+lookup before the prediction. Sitting 9, at 90b8e13 (lookup continues the longest copy), on another CPU,
 an AMD EPYC of family 26 (the others: family 25): as sitting 3, then vLLM with quickdraft's plugin (vllm-quickdraft,
 prediction+lookup). Sitting 10, at 4b1485b on the family-26 EPYC: as sitting 3. Sitting 11, at 602df03 on the same
-EPYC: as sitting 3.
+EPYC: as sitting 3. Sittings 12 and 13, at 91cc109 (the softmax kernel), the same EPYC: as sitting 3, and as sitting 2.
 
     python3 docs/results/2026-11-27-tcmalloc/sitting.py
 """
@@ -23,7 +23,7 @@ with open(Path(__file__).parent / "sitting.tsv", newline="") as f:
 for r in rows:  # the plugin's rows: "vllm" as an allocator, to be read beside the engine's
     if r["server"] == "vllm-quickdraft":
         r["server"], r["allocator"] = "quickdraft", "vllm"
-for sitting in range(1, 12):
+for sitting in range(1, 14):
     vllm = {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "vllm-ngram"}
     for method in ("qd-prediction", "qd-auto", "qd-prediction+lookup", "vllm+qd-prediction+lookup"):
         runs = {a: {r["task"]: r for r in rows if r["sitting"] == sitting and r["server"] == "quickdraft"
