@@ -11,7 +11,7 @@ PRE="LD_PRELOAD=$T:$PWD/.venv-vllm/lib/libiomp5.so"
 
 # vLLM 0.32 CPU (its documented settings): plain, n-gram, quickdraft's proposer in vLLM (the plugin, prediction and
 # prediction+lookup); then quickdraft's own engine in the script's process on tcmalloc (as the CLI runs)
-LD_PRELOAD=$T .venv/bin/python scripts/vllm_bench.py --model qwen2.5-coder-0.5b --out bench-out/sit14-vllm --skip 3 \
+LD_PRELOAD=$T .venv/bin/python scripts/vllm_bench.py --model qwen2.5-coder-0.5b --out bench-out/sit15-vllm --skip 3 \
   --limit 8 --workloads $W --max-new-tokens 512 --clients 1 --servers vllm-plain,vllm-ngram,vllm-quickdraft,quickdraft \
   --quickdraft-methods vllm+qd-prediction,vllm+qd-prediction+lookup --engine-methods qd-prediction,qd-prediction+lookup \
   --vllm-env "VLLM_CPU_NUM_OF_RESERVED_CPU=0 $PRE"
@@ -19,16 +19,16 @@ LD_PRELOAD=$T .venv/bin/python scripts/vllm_bench.py --model qwen2.5-coder-0.5b 
 # quickdraft's bench (the CLI restarts itself on tcmalloc): plain decoding (the exactness reference), prediction,
 # prediction+lookup, transformers' prompt lookup on the same weights
 .venv/bin/quickdraft bench run --model qwen2.5-coder-0.5b --workloads $W --skip 3 --limit 8 --repeats 1 \
-  --methods plain,prediction,prediction+lookup,hf-prompt-lookup --max-new-tokens 512 --out bench-out/sit14-bench --no-progress
+  --methods plain,prediction,prediction+lookup,hf-prompt-lookup --max-new-tokens 512 --out bench-out/sit15-bench --no-progress
 
 # quickdraft before issue 44's drafting changes (f6181fc), prediction and prediction+lookup, on tcmalloc too
 (cd /tmp/before-44 && LD_PRELOAD=$T PYTHONPATH=src /work/main/.venv/bin/python -m quickdraft bench run \
   --model qwen2.5-coder-0.5b --workloads refactor,edit_eval --skip 3 --limit 8 --repeats 1 \
   --methods prediction,prediction+lookup --max-new-tokens 512 --data /work/shared/data \
-  --out /work/main/bench-out/sit14-before --no-progress)
+  --out /work/main/bench-out/sit15-before --no-progress)
 
 # stock llama.cpp (llama-cpp-python 0.3.36 as pip builds it), plain and prompt lookup, on the same prompts
 .venv/bin/python scripts/llamacpp_stock_baseline.py prompts --model qwen2.5-coder-0.5b --workloads $W --skip 3 \
-  --limit 8 --out bench-out/sit14-prompts.json
-/tmp/venv-stock/bin/python scripts/llamacpp_stock_baseline.py run --prompts bench-out/sit14-prompts.json \
-  --max-new-tokens refactor=512,edit_eval=512,apply_edit_eval=512 --out bench-out/sit14-stock.jsonl
+  --limit 8 --out bench-out/sit15-prompts.json
+/tmp/venv-stock/bin/python scripts/llamacpp_stock_baseline.py run --prompts bench-out/sit15-prompts.json \
+  --max-new-tokens refactor=512,edit_eval=512,apply_edit_eval=512 --out bench-out/sit15-stock.jsonl
