@@ -3,8 +3,8 @@
  *
  *   y[r, c] = exp(x[r, c] - max_c x[r, c]) / sum_c exp(x[r, c] - max_c x[r, c])   rounded to bf16 once
  *
- * exp is a degree-6 polynomial of 2^f on f in [-1/2, 1/2] scaled by 2^n (relative error about 1e-7, below float32's
- * own rounding of the sum; bf16's is 4e-3). Each row is computed by one thread from its own values and its length
+ * exp is a degree-6 polynomial of 2^f on f in [-1/2, 1/2] scaled by 2^n (relative error about 1e-7, float32's own
+ * order; bf16's rounding is 4e-3). Each row is computed by one thread from its own values and its length
  * alone, in the same order whatever the number of rows: a row gets the same bits in a pass of any size.
  * Arguments below -200 / log2(e) (masked keys, -inf padding) give exactly 0. */
 #include <immintrin.h>
