@@ -22,8 +22,11 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
 6. each recorded request replayed, until --deadline-s: every pass runs on that model, so it costs what the real
    model's passes cost there, and returns the real model's recorded logits (ShadowScriptedRunner), so the drafters
    and the sizer draft, verify and accept what they would with the real model: quickdraft plain, prediction and
-   lookup; and transformers' generate on the same weights and card (plain greedy, prompt lookup), its logits
-   replaced by the recording's the same way (a forward hook). Every output is compared with the recording.
+   lookup; and transformers' generate on the same weights and card: plain greedy unhooked, held to the
+   recording's number of passes (what it costs does not depend on the tokens it writes), and prompt lookup with its
+   logits replaced by the recording's the same way (a forward hook). Every replayed output is compared with the
+   recording;
+7. plain decoding per token once more, after the replays: whether the device still runs as fast as in step 4.
 
 Real weights travel in parts over calls of one warm machine: `split`, `stash` and `real` (bench/real_weights.py).
 
@@ -209,13 +212,20 @@ def timed_quickdraft(g, r: dict, job: str, rounds: int) -> dict:
 
 
 def timed_transformers(model, r: dict, job: str, rounds: int) -> dict:
+    """transformers' generate on the recording's request. Plain greedy decoding costs the same whatever tokens it
+    writes, so "hf plain" runs unhooked, held to the recording's number of passes (min_new_tokens; same: None, as
+    nothing is compared); a job whose passes depend on the tokens (prompt lookup) gets the recording's logits from a
+    forward hook (ScriptedLogits)."""
     from transformers import GenerationConfig
 
     device = model.device
     x = torch.tensor([r["prompt_ids"]], device=device)
-    config = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=r["max_new_tokens"], eos_token_id=r["eos"],
-                              pad_token_id=r["eos"], **HF_JOBS[job])
-    hook = ScriptedLogits(model, r["prompt_ids"], r["output_ids"], r["eos"])
+    hooked = bool(HF_JOBS[job])
+    passes = min(len(r["output_ids"]) + 1, r["max_new_tokens"])  # the recording's tokens, and its eos if it wrote one
+    length = {} if hooked else {"min_new_tokens": passes}
+    config = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=r["max_new_tokens"] if hooked else passes,
+                              eos_token_id=r["eos"], pad_token_id=r["eos"], **length, **HF_JOBS[job])
+    hook = ScriptedLogits(model, r["prompt_ids"], r["output_ids"], r["eos"]) if hooked else None
     times, outputs = [], []
     try:
         for _ in range(rounds):
@@ -228,7 +238,8 @@ def timed_transformers(model, r: dict, job: str, rounds: int) -> dict:
             out = y[0, x.shape[1]:].tolist()
             outputs.append(out[:-1] if out and out[-1] == r["eos"] else out)
     finally:
-        hook.remove()
+        if hook is not None:
+            hook.remove()
     first = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=1, eos_token_id=r["eos"], pad_token_id=r["eos"])
     t = time.perf_counter()
     with torch.inference_mode():  # the prompt's pass and one token: what generate spends before decoding
@@ -238,12 +249,12 @@ def timed_transformers(model, r: dict, job: str, rounds: int) -> dict:
     prefill = time.perf_counter() - t
     total = statistics.median(times)
     return {"total_s": total, "prefill_s": prefill, "decode_s": total - prefill, "tokens": len(outputs[0]),
-            "same": all(o == r["output_ids"] for o in outputs)}
+            "same": all(o == r["output_ids"] for o in outputs) if hooked else None}
 
 
 def row(name: str, job: str, m: dict, passes, accepted) -> str:
     return (f"| {name} | {job} | {m['total_s']:.3f} | {m['prefill_s']:.3f} | {m['decode_s']:.3f} | "
-            f"{1000 * m['decode_s'] / max(m['tokens'], 1):.1f} | {m['tokens']} | {passes} | {accepted} | {m['same']} |")
+            f"{1000 * m['decode_s'] / max(m['tokens'], 1):.1f} | {m['tokens']} | {passes} | {accepted} | {'-' if m['same'] is None else m['same']} |")
 
 
 def warm_up(g, hf, r: dict) -> None:
@@ -298,29 +309,36 @@ def unscripted(g, hf, folder: Path, r: dict, dtype: str, device: str, tokens: in
     return lines + [""]
 
 
-def per_token(g, hf, r: dict, tokens: int, rounds: int) -> list[str]:
+def per_token(g, hf, r: dict, tokens: int, rounds: int, title: str = "", kernels: bool = True) -> list[str]:
     """Plain greedy decoding per token, quickdraft against transformers' generate, nothing scripted or hooked, taking
     turns `rounds` times on the same prompt (the medians are compared): the cost of a one-token step, each tool's own
     loop included. Where the load kept padded rows (lean.LeanPass.pad_rows) quickdraft also runs without them, each
-    Linear padding its own rows, in the same turns; and the device kernels one step launches are counted for each."""
+    Linear padding its own rows, in the same turns; and the device kernels one step launches are counted for each.
+    transformers also runs with the replays' hook (ScriptedLogits), which shows what the hook itself costs a token."""
     from transformers import GenerationConfig
 
     x = torch.tensor([r["prompt_ids"]], device=hf.device)
 
-    def hf_seconds(n: int) -> float:
+    def hf_seconds(n: int, hooked: bool = False) -> float:
         config = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=n, min_new_tokens=n,
                                   eos_token_id=r["eos"], pad_token_id=r["eos"])
+        hook = ScriptedLogits(hf, r["prompt_ids"], r["output_ids"], r["eos"]) if hooked else None
         t = time.perf_counter()
-        with torch.inference_mode():
-            hf.generate(x, attention_mask=torch.ones_like(x), generation_config=config)
-        if hf.device.type == "cuda":
-            torch.cuda.synchronize()
+        try:
+            with torch.inference_mode():
+                hf.generate(x, attention_mask=torch.ones_like(x), generation_config=config)
+            if hf.device.type == "cuda":
+                torch.cuda.synchronize()
+        finally:
+            if hook is not None:
+                hook.remove()
         return time.perf_counter() - t
 
     lean = g.runner.lean
     rows = lean.pad_rows if lean is not None else None
     forms = {"quickdraft": rows} if not rows else {"quickdraft, padded rows": rows, "quickdraft, rows padded per Linear": None}
-    ms = {name: [] for name in [*forms, "transformers generate"]}
+    hooked = "transformers generate, the replays' hook"
+    ms = {name: [] for name in [*forms, "transformers generate", hooked]}
     for _ in range(rounds):
         for name, form in forms.items():
             if lean is not None:
@@ -328,16 +346,17 @@ def per_token(g, hf, r: dict, tokens: int, rounds: int) -> list[str]:
             res = g.generate(r["messages"], max_new_tokens=tokens, drafter="none", prefix_reuse=False)
             ms[name].append(1000 * res.stats.decode_s / max(res.stats.target_passes, 1))  # one pass a token
         ms["transformers generate"].append(1000 * (hf_seconds(tokens) - hf_seconds(1)) / (tokens - 1))
+        ms[hooked].append(1000 * (hf_seconds(tokens, True) - hf_seconds(1, True)) / (tokens - 1))
     if lean is not None:
         lean.pad_rows = rows
     theirs = statistics.median(ms["transformers generate"])
-    lines = [f"## Plain decoding per token, unscripted, {tokens} tokens, taking turns, {rounds} rounds", "",
+    lines = [f"## Plain decoding per token{title}, unscripted, {tokens} tokens, taking turns, {rounds} rounds", "",
              "| tool | ms a token (median) | runs | over transformers' | device kernels a step |", "|---|---|---|---|---|"]
-    kernels = step_kernels(g, hf, r, forms)
+    counted = step_kernels(g, hf, r, forms) if kernels else {}
     for name, values in ms.items():
         median = statistics.median(values)
         lines.append(f"| {name} | {median:.1f} | {', '.join(f'{v:.1f}' for v in values)} | {median / theirs:.2f}x | "
-                     f"{kernels.get(name, '-')} |")
+                     f"{counted.get(name, '-')} |")
     return lines + [""]
 
 
@@ -660,7 +679,13 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         print(lines[-1], flush=True)
         save()
     lines.append("")
-    same = same and all(m["same"] for e in report["requests"] for m in e["jobs"].values())
+    try:  # whether the device ran as fast after the replays as before them (the replays ran slower per token)
+        t = per_token(g, hf, recorded["requests"][0], check_tokens, 1, title=", again after the replays", kernels=False)
+    except Exception as error:
+        t = [f"per token after the replays failed: {type(error).__name__}: {error}", ""]
+    lines += t
+    print("\n".join(t), flush=True)
+    same = same and all(m["same"] is not False for e in report["requests"] for m in e["jobs"].values())
     lines.append(f"total {time.perf_counter() - began:.0f} s")
     save()
     return 0 if same and (report["tests"] is None or report["tests"]["rc"] == 0) else 1
