@@ -253,8 +253,9 @@ def timed_transformers(model, r: dict, job: str, rounds: int) -> dict:
 
 
 def row(name: str, job: str, m: dict, passes, accepted) -> str:
+    same = "-" if m["same"] is None else m["same"]  # None: nothing compared
     return (f"| {name} | {job} | {m['total_s']:.3f} | {m['prefill_s']:.3f} | {m['decode_s']:.3f} | "
-            f"{1000 * m['decode_s'] / max(m['tokens'], 1):.1f} | {m['tokens']} | {passes} | {accepted} | {'-' if m['same'] is None else m['same']} |")
+            f"{1000 * m['decode_s'] / max(m['tokens'], 1):.1f} | {m['tokens']} | {passes} | {accepted} | {same} |")
 
 
 def warm_up(g, hf, r: dict) -> None:
@@ -310,7 +311,7 @@ def unscripted(g, hf, folder: Path, r: dict, dtype: str, device: str, tokens: in
 
 
 def per_token(g, hf, r: dict, tokens: int, rounds: int, title: str = "", kernels: bool = True) -> list[str]:
-    """Plain greedy decoding per token, quickdraft against transformers' generate, nothing scripted or hooked, taking
+    """Plain greedy decoding per token, quickdraft against transformers' generate, nothing scripted, taking
     turns `rounds` times on the same prompt (the medians are compared): the cost of a one-token step, each tool's own
     loop included. Where the load kept padded rows (lean.LeanPass.pad_rows) quickdraft also runs without them, each
     Linear padding its own rows, in the same turns; and the device kernels one step launches are counted for each.
