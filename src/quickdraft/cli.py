@@ -304,8 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--acceptance", choices=RULES, default="exact",
                    help="exact (default: output identical to plain decoding / its distribution); mentored "
                    "(sampling only, lossy: more accepted drafts, KL(target || output) <= --kl-bound per token); "
-                   "typical or threshold (sampling only, lossy, no bound: Medusa's typical acceptance and SGLang's "
-                   "thresholds at their defaults, for comparison)")
+                   "typical (sampling only, lossy, no bound: Medusa's typical acceptance, for comparison); "
+                   "threshold (SGLang's thresholds at 1.0: speculative sampling; lower ones through the library)")
     g.add_argument("--kl-bound", type=float, default=None, metavar="D", help="per-token KL bound for --acceptance mentored")
     g.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     g.add_argument("--compare", action="store_true", help="also run plain decoding; print the speedup and whether "

@@ -158,8 +158,8 @@ class DecodeOptions:
     lookup: LookupConfig | None = None
     draft: DraftModelConfig | None = None
     sampling: SamplingParams | None = None  # None: greedy
-    # "exact"; "mentored" (lossy, sampling only, with kl_bound); "typical" or "threshold" (lossy, sampling only,
-    # their defaults), or an acceptance.Acceptance with its own settings
+    # "exact"; "mentored" (lossy, sampling only, with kl_bound); "typical" (lossy, sampling only); "threshold" (its
+    # thresholds at 1.0: speculative sampling), or an acceptance.Acceptance with its own settings
     acceptance: Rule | Acceptance = "exact"
     kl_bound: float | None = None  # nats per token, for acceptance "mentored"
     draft_sizing: Sizing = "auto"  # "cost", "off" or "auto" (sizing.sizing_for)

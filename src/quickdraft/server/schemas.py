@@ -178,7 +178,7 @@ class QuickdraftOptions(BaseModel):
     top_k: int = Field(0, ge=0)  # keep the k most likely tokens when sampling; 0: all
     lookup: LookupOptions | None = None
     draft_length: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"  # draft-model tokens per pass
-    # mentored: lossy, bounded, sampling only; typical, threshold: lossy with their defaults, no bound (relaxed.py)
+    # mentored: lossy, bounded, sampling only; typical: lossy, no bound; threshold at 1.0: exact (relaxed.py)
     acceptance: Rule = "exact"
     kl_bound: float | None = Field(None, ge=0, allow_inf_nan=False)  # per-token KL bound for mentored
     ouroboros: OuroborosOptions | None = None  # settings of drafter "ouroboros"
