@@ -14,8 +14,9 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
 3. each job once on 16 tokens, untimed (warm-up);
 4. plain decoding per token, quickdraft (with padded rows and without, where the load kept them) against
    transformers' generate, taking turns, nothing scripted, and the kernels one step launches (per_token); on the
-   longest prompt, attention's values summed in blocks or in one product: invariance and time (value_blocks); where
-   Linears run in row blocks, a product per block or one batched product: invariance and pass costs (block_forms);
+   longest prompt, attention's values summed in blocks, in one product or in one batched product: invariance and time
+   (value_blocks); where Linears run in row blocks, a product per block or one batched product: invariance and pass
+   costs (block_forms);
    a one-token step eager and replayed from a CUDA graph: the launch-free ceiling (graph_ceiling);
 5. exactness at the real shapes with nothing scripted: each tool's drafted output against its own plain greedy
    output on the random weights (unscripted);
@@ -392,31 +393,50 @@ def attention_sweep(device: str, lengths: Sequence[int], sizes: Sequence[int] = 
     return differ
 
 
+def batched_values(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """attention.weighted_values with its VALUE_BLOCK-key blocks in one batched product: weights and values padded
+    with zeros to whole blocks, each block's product in one launch, the blocks added in float32 (a pass with one more
+    block adds exact zeros). About six kernels in a layer however many blocks, where weighted_values launches two a
+    block. Invariant only if the batched kernel gives each block the bits of a lone block's product, whatever the
+    number of blocks and rows: what value_blocks asks."""
+    from ..runners import attention
+
+    B, (b, Hkv, R, W), D = attention.VALUE_BLOCK, weights.shape, value.shape[-1]
+    if W <= B:
+        return torch.matmul(weights, value)
+    n = -(-W // B)
+    w = torch.nn.functional.pad(weights, (0, n * B - W)).view(b, Hkv, R, n, B).transpose(2, 3)  # [b, Hkv, n, R, B]
+    v = torch.nn.functional.pad(value, (0, 0, 0, n * B - W)).view(b, Hkv, n, B, D)  # [b, Hkv, n, B, D]
+    return torch.matmul(w, v).float().sum(2).to(value.dtype)  # [b, Hkv, R, D]
+
+
 def value_blocks(g, r: dict, tokens: int, rounds: int) -> list[str]:
     """The next step's question: attention sums weights times values in blocks of attention.VALUE_BLOCK keys
     (on the CPU where it was chosen, oneDNN sums past 1,024 keys another way than up to it), two kernels a block in
-    every layer. With the values summed in one product instead: do passes stay row-invariant at every cache length
-    (attention_sweep, 1-9,000 keys) and on the model after this long prompt, and how much less does a token take?"""
+    every layer. With the values summed in one product instead, or the blocks in one batched product
+    (batched_values): do passes stay row-invariant at every cache length (attention_sweep, 1-9,000 keys) and on the
+    model after this long prompt, and how much less does a token take?"""
     from ..runners import attention
     from ..runners.invariance import row_invariance
     from ..runners.load import CHECK_SIZES
 
-    kept = attention.VALUE_BLOCK
-    forms = {f"blocks of {kept} keys": kept, "one product": 1 << 30}
+    kept, summed = attention.VALUE_BLOCK, attention.weighted_values
+    forms = {f"blocks of {kept} keys": (kept, summed), "one product": (1 << 30, summed),
+             "blocks in one batched product": (kept, batched_values)}
     lengths = [*range(1, 1200, 3), *range(1200, 9000, 17)]
     swept, worst, ms = {}, {}, {name: [] for name in forms}
     try:
-        for name, block in forms.items():
-            attention.VALUE_BLOCK = block
+        for name, (block, values) in forms.items():
+            attention.VALUE_BLOCK, attention.weighted_values = block, values
             swept[name] = attention_sweep(g.runner.device, lengths)
             worst[name] = row_invariance(g.runner, r["prompt_ids"] + r["output_ids"][: max(CHECK_SIZES)], CHECK_SIZES)
         for _ in range(rounds):
-            for name, block in forms.items():
-                attention.VALUE_BLOCK = block
+            for name, (block, values) in forms.items():
+                attention.VALUE_BLOCK, attention.weighted_values = block, values
                 res = g.generate(r["messages"], max_new_tokens=tokens, drafter="none", prefix_reuse=False)
                 ms[name].append(1000 * res.stats.decode_s / max(res.stats.target_passes, 1))
     finally:
-        attention.VALUE_BLOCK = kept
+        attention.VALUE_BLOCK, attention.weighted_values = kept, summed
     lines = [f"## Values summed in blocks or in one product: plain decoding of {tokens} tokens after {r['name']!r} "
              f"({len(r['prompt_ids'])} prompt tokens), {rounds} turns", "",
              f"| form | attention, (L, m) that differ of {len(lengths)} lengths x 3 pass sizes | model after the prompt, "

@@ -85,13 +85,19 @@ def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: tor
     else:
         weights = torch.nn.functional.softmax(logits, dim=-1, dtype=torch.float32).to(q.dtype)
     W = value.shape[-2]  # keys summed over: L, or P padded (the padding's weights are 0)
-    weights = weights[..., :W]  # [b, Hkv, R, W]
+    return weighted_values(weights[..., :W], value)  # [b, Hkv, R, D]
+
+
+def weighted_values(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """weights [b, Hkv, R, W] times value [b, Hkv, W, D] -> [b, Hkv, R, D] in value's dtype: past VALUE_BLOCK keys
+    summed a block at a time, the blocks added in float32 (the module docstring says why)."""
+    W = value.shape[-2]
     if W <= VALUE_BLOCK:
-        return torch.matmul(weights, value)  # [b, Hkv, R, D]
+        return torch.matmul(weights, value)
     out = torch.matmul(weights[..., :VALUE_BLOCK], value[:, :, :VALUE_BLOCK]).float()
     for start in range(VALUE_BLOCK, W, VALUE_BLOCK):
         out += torch.matmul(weights[..., start : start + VALUE_BLOCK], value[:, :, start : start + VALUE_BLOCK])
-    return out.to(q.dtype)
+    return out.to(value.dtype)
 
 
 def _power_of_two(x: float) -> bool:
