@@ -23,3 +23,18 @@ def test_batched_value_blocks_sum_what_the_blocks_sum(keys):
     # the blocks added in another order: at most a bf16 rounding apart from each other and from the exact sum
     for got in (blocks, batched):
         torch.testing.assert_close(got.double(), exact, rtol=2 ** -7, atol=2 ** -9)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("rows", [1, 31, 32, 33, 65, 129])
+def test_batched_row_blocks_compute_the_blocks_linear(rows, bias):
+    from quickdraft.bench.device_check import batched_forward
+    from quickdraft.runners.kernels import FixedRows
+
+    torch.manual_seed(0)
+    layer = FixedRows(torch.nn.Linear(48, 80, bias=bias), 32)
+    x = torch.randn(1, rows, 48)  # [b, rows, in]
+    with torch.no_grad():
+        blocks, batched = layer(x), batched_forward(layer, x)
+    assert batched.shape == blocks.shape == (1, rows, 80)
+    torch.testing.assert_close(batched, blocks)
