@@ -223,9 +223,9 @@ def timed_transformers(model, r: dict, job: str, rounds: int) -> dict:
     x = torch.tensor([r["prompt_ids"]], device=device)
     hooked = bool(HF_JOBS[job])
     passes = min(len(r["output_ids"]) + 1, r["max_new_tokens"])  # the recording's tokens, and its eos if it wrote one
-    length = {} if hooked else {"min_new_tokens": passes}
-    config = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=r["max_new_tokens"] if hooked else passes,
-                              eos_token_id=r["eos"], pad_token_id=r["eos"], **length, **HF_JOBS[job])
+    length = {"max_new_tokens": r["max_new_tokens"]} if hooked else {"max_new_tokens": passes, "min_new_tokens": passes}
+    config = GenerationConfig(do_sample=False, num_beams=1, eos_token_id=r["eos"], pad_token_id=r["eos"], **length,
+                              **HF_JOBS[job])
     hook = ScriptedLogits(model, r["prompt_ids"], r["output_ids"], r["eos"]) if hooked else None
     times, outputs = [], []
     try:
@@ -339,8 +339,8 @@ def per_token(g, hf, r: dict, tokens: int, rounds: int, title: str = "", kernels
     lean = g.runner.lean
     rows = lean.pad_rows if lean is not None else None
     forms = {"quickdraft": rows} if not rows else {"quickdraft, padded rows": rows, "quickdraft, rows padded per Linear": None}
-    hooked = "transformers generate, the replays' hook"
-    ms = {name: [] for name in [*forms, "transformers generate", hooked]}
+    with_hook = "transformers generate, the replays' hook"
+    ms = {name: [] for name in [*forms, "transformers generate", with_hook]}
     for _ in range(rounds):
         for name, form in forms.items():
             if lean is not None:
@@ -348,7 +348,7 @@ def per_token(g, hf, r: dict, tokens: int, rounds: int, title: str = "", kernels
             res = g.generate(r["messages"], max_new_tokens=tokens, drafter="none", prefix_reuse=False)
             ms[name].append(1000 * res.stats.decode_s / max(res.stats.target_passes, 1))  # one pass a token
         ms["transformers generate"].append(1000 * (hf_seconds(tokens) - hf_seconds(1)) / (tokens - 1))
-        ms[hooked].append(1000 * (hf_seconds(tokens, True) - hf_seconds(1, True)) / (tokens - 1))
+        ms[with_hook].append(1000 * (hf_seconds(tokens, True) - hf_seconds(1, True)) / (tokens - 1))
     if lean is not None:
         lean.pad_rows = rows
     theirs = statistics.median(ms["transformers generate"])

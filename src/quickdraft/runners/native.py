@@ -34,7 +34,7 @@ ENV = "QUICKDRAFT_NATIVE"  # 0: torch's softmax everywhere
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """softmax(x, dim=-1) for x [..., n]: the kernel's for a contiguous bf16 CPU tensor where it is built, else
     torch's (for bf16, float32 inside and rounded once)."""
-    lib = _library()
+    lib = _load()[0]
     if lib is None or x.dtype != torch.bfloat16 or x.device.type != "cpu" or not x.is_contiguous() or x.numel() == 0:
         return torch.softmax(x, dim=-1)
     y = torch.empty_like(x)
@@ -50,11 +50,7 @@ def unavailable() -> str | None:
 
 
 def in_use() -> bool:
-    return _library() is not None
-
-
-def _library() -> ctypes.CDLL | None:
-    return _load()[0]
+    return _load()[0] is not None
 
 
 @lru_cache(maxsize=None)
