@@ -119,6 +119,21 @@ def test_stop_strings_follow_a_new_output():
     assert stops(third[:2], 2) is None and stops(third, 3) == 5
 
 
+@pytest.mark.parametrize("drafter", ["none", "lookup"])
+def test_a_stream_never_sends_the_start_of_a_stop_string(drafter):
+    """Every stop string of 1-3 characters cut from a text with characters of 2-4 bytes (one byte a token, so a
+    character's first bytes arrive before its last): the chunks join to the result, which ends before the stop."""
+    tok = ByteTokenizer()
+    out = "héllo wörld 中文, a🙂b héllo"
+    gen = Generator(ScriptedRunner(tok.encode(out), tok.vocab_size, tok.eos), tok)
+    for i in range(len(out)):
+        for n in (1, 2, 3):
+            stop = out[i: i + n]
+            stream = gen.stream("x", max_new_tokens=len(out.encode()), stop=stop, drafter=drafter)
+            streamed = "".join(c.text for c in stream)
+            assert streamed == stream.result.text == out[: out.index(stop)], (stop, streamed)
+
+
 @pytest.mark.parametrize("stop", [None, "gain"])
 def test_streamed_segments_colour_what_the_draft_gave(stop):
     tok = ByteTokenizer()

@@ -277,7 +277,7 @@ class Stream:
             if step.finish_reason:
                 finish = step.finish_reason
                 break
-            end = len(text) - hold
+            end = settled_length(text) - hold  # hold back whole characters: an incomplete one is not one of them
             piece = text.since(released)[: max(0, end - released)]
             while piece.endswith(REPLACEMENT):  # an incomplete character: wait for its other bytes
                 piece = piece[:-1]
