@@ -127,7 +127,7 @@ def _numbers() -> list[Case]:
 def _unknown_and_unsupported() -> list[Case]:
     unknown = [Case(f"unknown field {name}", chat(**{name: 1}), code="unknown_parameter")
                for name in ("frobnicate", "__proto__", "constructor", "max_tokens ", "Model")]
-    unknown += [Case("unknown field in a message", chat(messages=[{"role": "user", "content": "x", "tool_calls": []}]),
+    unknown += [Case("unknown field in a message", chat(messages=[{"role": "user", "content": "x", "speaker": "a"}]),
                      code="unknown_parameter"),
                 Case("unknown quickdraft option", chat(quickdraft={"speed": 11}), code="unknown_parameter")]
     unsupported = {"logprobs": True, "top_logprobs": 3, "tools": [{"type": "function", "function": {"name": "f"}}],

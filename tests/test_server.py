@@ -393,8 +393,16 @@ BAD = [
     (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": 5}]), 400, "messages[0].content", "a string or a list"),
     (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
      400, "messages[0].content", "only text is supported"),
-    (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": "x", "tool_calls": []}]), 400,
-     "messages[0].tool_calls", "Unrecognized request argument"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": "x", "tool_calls": [{"id": "c1"}]}]), 400,
+     "messages[0].tool_calls", "not supported by this server"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "assistant", "content": "x", "refusal": "no"}]), 400,
+     "messages[0].refusal", "not supported by this server"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": "x", "speaker": "a"}]), 400,
+     "messages[0].speaker", "Unrecognized request argument"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": "hi", "name": "a"}]), 400, None,
+     "does not use a message's name"),
+    (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {}}]}]),
+     400, "messages[0].content", "keys this server does not use: 'cache_control'"),
     (CHAT, _with(OK_CHAT, max_tokens="5"), 400, "max_tokens", "expected an integer, but got a string"),
     (CHAT, _with(OK_CHAT, max_tokens=0), 400, "max_tokens", "greater than or equal to 1"),
     (CHAT, _with(OK_CHAT, max_tokens=2.5), 400, "max_tokens", "expected an integer"),
@@ -418,6 +426,8 @@ BAD = [
     (CHAT, _with(OK_CHAT, prediction=PRED, logprobs=True), 400, "logprobs", "not supported with Predicted Outputs"),
     (CHAT, _with(OK_CHAT, prediction=PRED, tools=[{"type": "function"}]), 400, "tools", "with Predicted Outputs"),
     (CHAT, _with(OK_CHAT, prediction=PRED, presence_penalty=0.5), 400, "presence_penalty", "with Predicted Outputs"),
+    (CHAT, _with(OK_CHAT, logit_bias={"65": 0, "66": 1}), 400, "logit_bias", "not supported"),
+    (CHAT, _with(OK_CHAT, logprobs=0), 400, "logprobs", "not supported"),
     (CHAT, _with(OK_CHAT, prediction=PRED, frequency_penalty=1), 400, "frequency_penalty", "with Predicted Outputs"),
     (CHAT, _with(OK_CHAT, prediction={"type": "content", "content": 7}), 400, "prediction.content", "a string or a list"),
     (CHAT, _with(OK_CHAT, prediction={"type": "text", "content": "x"}), 400, "prediction.type", "Invalid value"),
@@ -453,14 +463,34 @@ def test_bad_requests_get_openai_errors_and_the_server_stays_up(tiny_url, refere
         r = http.get("/v1/chat/completions")
         assert r.status_code == 405 and "error" in r.json()
     assert generations(tiny_url) == before  # every refusal came before any model work
-    # accepted at their no-op values, and the server still answers
+    # accepted at their no-op values (a number as any number: 0.0 is 0), and the server still answers
     r = client(tiny_url).chat.completions.create(
-        model="tiny", messages=[{"role": "developer", "content": "x"}, {"role": "user", "content": "hi", "name": "a"}],
-        max_tokens=4, temperature=0, logprobs=False, presence_penalty=0, tools=[], response_format={"type": "text"},
-        user="u1", n=1)
+        model="tiny", messages=[{"role": "developer", "content": "x"}, {"role": "user", "content": "hi"}],
+        max_tokens=4, temperature=0, logprobs=False, presence_penalty=0, frequency_penalty=0.0, tools=[],
+        logit_bias={"65": 0}, response_format={"type": "text"}, user="u1", n=1)
     expected = reference.generate([{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}],
                                   max_new_tokens=4, sampling=GREEDY)
     assert r.choices[0].message.content == expected.text
+    # a reply sent back as the client returned it (the openai client's own message object, nulls and all)
+    turn = [{"role": "user", "content": "hi"}, r.choices[0].message.model_dump(), {"role": "user", "content": "more"}]
+    again = client(tiny_url).chat.completions.create(model="tiny", messages=turn, max_tokens=4, temperature=0)
+    plain = [{"role": m["role"], "content": m["content"]} for m in turn]
+    assert again.choices[0].message.content == reference.generate(plain, max_new_tokens=4, sampling=GREEDY).text
+
+
+def test_a_name_reaches_a_template_that_uses_it_and_a_refusing_template_gets_400(tmp_path):
+    chars = [chr(c) for c in range(32, 127)] + ["\n"]
+    template = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+                "{% endif %}{{ m.get('name', m['role']) }}: {{ m['content'] }}\n{% endfor %}assistant:")
+    gen = quickdraft.load(str(save_char_model(tmp_path, chars, chat_template=template, decoder=True)), progress=False)
+    named = [{"role": "user", "content": "hi", "name": "zed"}]
+    assert gen.encode_prompt(named) == gen.tokenizer.encode("zed: hi\nassistant:")
+    with serving(gen) as url:
+        r = client(url).chat.completions.create(model="tiny", messages=named, max_tokens=3, temperature=0)
+        assert r.choices[0].message.content == gen.generate(named, max_new_tokens=3, sampling=GREEDY).text
+        r = httpx.post(url + CHAT, json=_with(OK_CHAT, messages=[{"role": "system", "content": "x"}, *named]))
+        assert r.status_code == 400 and "refused these messages: System role not supported" in r.json()["error"]["message"]
+        assert httpx.get(url + "/health").status_code == 200
 
 
 JSON_VALUES = st.recursive(

@@ -122,14 +122,26 @@ class Generator:
         elif isinstance(prompt, (list, tuple)):
             if chat is False:
                 raise QuickdraftError("messages need a chat template; pass a string prompt to skip it")
-            messages = []
+            messages, named = [], []
             for i, m in enumerate(prompt):
                 if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
                     raise QuickdraftError(f"messages[{i}] must be a dict with 'role' and 'content'; got {m!r:.80}")
+                if set(m) - {"role", "content", "name"}:
+                    raise QuickdraftError(f"messages[{i}] has keys a chat template is not given: "
+                                          f"{', '.join(map(repr, sorted(set(m) - {'role', 'content', 'name'})))} "
+                                          f"(a message has 'role', 'content' and optionally 'name')")
                 messages.append({"role": m["role"], "content": text_parts(m["content"], f"messages[{i}].content")})
+                if m.get("name") is not None:
+                    if not isinstance(m["name"], str):
+                        raise QuickdraftError(f"messages[{i}].name must be a string; got {type(m['name']).__name__}")
+                    messages[-1]["name"] = m["name"]
+                    named.append(i)
             if not messages:
                 raise QuickdraftError("messages is empty: give at least one message")
             ids = self.tokenizer.encode_chat(messages)
+            if named and ids == self.tokenizer.encode_chat([{k: m[k] for k in ("role", "content")} for m in messages]):
+                raise QuickdraftError(f"messages[{named[0]}].name: this model's chat template does not use a "
+                                      f"message's name, so the model would not see it; put it in the content instead")
         else:
             raise QuickdraftError(f"prompt must be a string or a list of messages; got {type(prompt).__name__}")
         if not ids or (isinstance(prompt, str) and not prompt):

@@ -48,7 +48,11 @@ class HFTokenizer:
     def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
         if not self.has_chat_template:
             raise QuickdraftError("this model's tokenizer has no chat template: pass the prompt as a plain string")
-        ids = self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        from jinja2 import TemplateError
+        try:
+            ids = self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        except TemplateError as e:
+            raise QuickdraftError(f"the model's chat template refused these messages: {e}") from None
         if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in some versions
             ids = ids["input_ids"]
         return list(ids)

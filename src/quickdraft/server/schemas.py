@@ -71,6 +71,10 @@ def _text_or_parts(value: Any) -> Any:
         for i, part in enumerate(value):
             ok = (isinstance(part, dict) and set(part) == {"type", "text"} and part["type"] == "text"
                   and isinstance(part["text"], str))
+            if not ok and isinstance(part, dict) and part.get("type") == "text" and set(part) - {"type", "text"}:
+                extra = ", ".join(repr(k) for k in sorted(set(part) - {"type", "text"}))
+                raise ValueError(f"part {i} has keys this server does not use: {extra} (a text part is "
+                                 f'{{"type": "text", "text": "..."}})')
             if not ok:
                 kind = part.get("type") if isinstance(part, dict) else None
                 got = f"a part of type {kind!r}" if isinstance(kind, str) else json_type(part)
@@ -217,10 +221,18 @@ class ChatMessage(BaseModel):
     model_config = STRICT
     role: Literal["system", "developer", "user", "assistant"]  # "developer" is passed on as "system"
     content: TextContent
-    name: str | None = None  # accepted and ignored (chat templates have no place for it)
+    name: str | None = None  # passed to the chat template; refused where the template does not use it (api.py)
+    # what a response's message carries and a client sends back with it (the openai client's model_dump()):
+    # accepted at the values that say nothing (MESSAGE_NOOP), refused by name otherwise
+    refusal: Any = None
+    tool_calls: Any = None
+    function_call: Any = None
+    audio: Any = None
+    annotations: Any = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"role": "system" if self.role == "developer" else self.role, "content": self.content}
+        named = {} if self.name is None else {"name": self.name}
+        return {"role": "system" if self.role == "developer" else self.role, "content": self.content, **named}
 
 
 class ChatCompletionRequest(BaseRequest):
@@ -269,9 +281,22 @@ NOOP: dict[str, tuple[Any, ...]] = {
 }
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+MESSAGE_NOOP: dict[str, tuple[Any, ...]] = {"refusal": (), "tool_calls": ([],), "function_call": (), "audio": (),
+                                             "annotations": ([],)}
+
+
 def _is_noop(value: Any, allowed: tuple[Any, ...]) -> bool:
-    # type() too: 0 == False in Python, but `logprobs: 0` is not `logprobs: false` in JSON.
-    return value is None or any(type(value) is type(a) and value == a for a in allowed)
+    """A number matches a number of the same value (0.0 is 0); anything else needs its own JSON type too, since
+    0 == False in Python but `logprobs: 0` is not `logprobs: false` in JSON."""
+    if value is None:
+        return True
+    if allowed is NOOP["logit_bias"] and isinstance(value, dict):  # a bias of 0 changes no logit
+        return all(_number(b) and b == 0 for b in value.values())
+    return any(value == a and (_number(value) and _number(a) or type(value) is type(a)) for a in allowed)
 
 
 def refuse_unsupported(req: BaseRequest) -> None:
@@ -284,6 +309,11 @@ def refuse_unsupported(req: BaseRequest) -> None:
             if predicted and name in PREDICTION_REFUSES:
                 raise UnsupportedParameter(name, refused_with_prediction(name))
             raise UnsupportedParameter(name, f"'{name}' is not supported by this server (quickdraft); leave it unset.")
+    for i, message in enumerate(getattr(req, "messages", ())):
+        for name, allowed in MESSAGE_NOOP.items():
+            if not _is_noop(getattr(message, name), allowed):
+                raise UnsupportedParameter(f"messages[{i}].{name}", f"'messages[{i}].{name}' is not supported by "
+                                           f"this server (quickdraft): only text messages; leave it unset or null.")
     if req.stream_options is not None and not req.stream:
         raise UnsupportedParameter("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.")
     if isinstance(req, ChatCompletionRequest) and req.max_tokens is not None and req.max_completion_tokens is not None:
