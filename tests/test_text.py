@@ -134,6 +134,28 @@ def test_a_stream_never_sends_the_start_of_a_stop_string(drafter):
             assert streamed == stream.result.text == out[: out.index(stop)], (stop, streamed)
 
 
+@pytest.mark.parametrize("drafter", ["none", "lookup"])
+def test_a_stream_adds_up_where_a_later_token_cleans_up_earlier_spaces(drafter):
+    """A tokenizer that drops the space before punctuation changes text already decoded when the punctuation
+    comes: the stream holds back the last space, so its chunks still join to the result."""
+    from tokenizers import Tokenizer, decoders, models as tk_models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = "<abcdefghijklmnopqrstuvwxyz .,!?'"  # one character a token, the space one of them; 0 is EOS
+    tk = Tokenizer(tk_models.WordLevel({c: i for i, c in enumerate(chars)}, unk_token="<"))
+    tk.pre_tokenizer, tk.decoder = pre_tokenizers.Split("", "isolated"), decoders.Fuse()
+    tok = HFTokenizer(PreTrainedTokenizerFast(tokenizer_object=tk, clean_up_tokenization_spaces=True))
+    assert not tok.decodes_locally
+    ids = tok.encode("ok , done . yes ! it 's ok , done .", add_special_tokens=False)
+    out = tok.decode(ids)
+    assert out == "ok, done. yes! it's ok, done."  # cleaned up
+    gen = Generator(ScriptedRunner(ids, len(chars), 0), tok)
+    for stop in (None, "done", ".", ",", "yes", "! i", "'s"):
+        stream = gen.stream("hello", max_new_tokens=len(ids), stop=stop, drafter=drafter)
+        chunks = [c.text for c in stream]
+        assert "".join(chunks) == stream.result.text == (out if stop is None else out[: out.index(stop)]), chunks
+
+
 @pytest.mark.parametrize("stop", [None, "gain"])
 def test_streamed_segments_colour_what_the_draft_gave(stop):
     tok = ByteTokenizer()

@@ -290,6 +290,9 @@ class Stream:
                 finish = step.finish_reason
                 break
             end = settled_length(text) - hold  # hold back whole characters: an incomplete one is not one of them
+            if not text.local:  # a tokenizer's clean-up may yet drop the last space (" ," -> ","): hold it back
+                space = text.since(released).rfind(" ")
+                end = end if space < 0 else min(end, released + space)
             piece = text.since(released)[: max(0, end - released)]
             while piece.endswith(REPLACEMENT):  # an incomplete character: wait for its other bytes
                 piece = piece[:-1]
