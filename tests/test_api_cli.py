@@ -3,12 +3,14 @@ model saved to disk gives the same output with and without drafts."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 
 import pytest
 from transformers import Lfm2Config, Lfm2ForCausalLM
 
-from quickdraft import cli
+from quickdraft import SamplingParams, cli
 from quickdraft.api import Generator
 from quickdraft.errors import QuickdraftError, UnsupportedModelError
 from quickdraft.runners import ScriptedRunner
@@ -41,6 +43,10 @@ def scripted():
         ("hi", {"stop": [""]}, "must not be empty"),
         ("hi", {"sampling": {"temperature": 1}}, "sampling must be a SamplingParams"),
         ([{"role": "user", "content": "hi"}], {}, "no chat template"),
+        ([{"role": "user", "content": "hi", "tool_calls": []}], {}, "keys a chat template is not given: 'tool_calls'"),
+        ([{"role": "user", "content": "hi", "name": 3}], {}, "name must be a string"),
+        ("a\udcffb", {}, "prompt is not valid Unicode text"),
+        ("hi", {"prediction": [{"type": "text", "text": "\ud800"}]}, "prediction is not valid Unicode text"),
     ],
 )
 def test_bad_input_fails_before_any_work(scripted, prompt, options, message):
@@ -141,9 +147,21 @@ def test_cli_prompt_from_file_and_plain_output(tiny_folder, tmp_path, capsys):
         (["--prediction", "/nonexistent/file", "hi"], "cannot read prediction file"),
         (["--prompt-file", "/nonexistent/p", ], "cannot read prompt file"),
         (["hi", "--prompt-file", "x"], "either as an argument or with --prompt-file"),
-        (["--temperature", "-1", "hi"], "temperature must be a number >= 0"),
+        (["--temperature", "-1", "hi"], "temperature must be a finite number >= 0"),
         (["--top-p", "0", "hi"], "top_p must be in (0, 1]"),
         (["--model", "no-such-model", "--max-new-tokens", "0", "hi"], "max_new_tokens must be a positive integer"),
+        # checked before the model is looked for, let alone loaded (an alias not cached yet is a download)
+        (["--model", "no-such-model", "--drafter", "prediction", "hi"], "needs a prediction"),
+        (["--model", "no-such-model", "--drafter", "lookup", "--prediction", __file__, "hi"], "would ignore it"),
+        (["--model", "no-such-model", "--draft-length", "4", "hi"], "--draft-length applies to a draft model"),
+        (["--model", "no-such-model", "--drafter", "lookup", "--draft-length", "4", "hi"], "drafter 'lookup' has none"),
+        (["--model", "no-such-model", "--ouroboros", "gamma=4", "hi"], "--ouroboros sets the ouroboros drafter"),
+        (["--model", "no-such-model", "--system", "be brief", "--chat", "no", "hi"], "--system is a chat message"),
+        (["--model", "no-such-model", "--max-context", "-5", "hi"], "max_context must be an integer >= 2"),
+        (["--model", "no-such-model", "--draft-runner", "llama.cpp", "hi"], "draft_runner applies to a draft model"),
+        (["--model", "no-such-model", "--temperature", "0.8", "--seed", str(2**70), "hi"], "seed must be an integer in"),
+        (["--model", "no-such-model", "--temperature", "inf", "hi"], "temperature must be a finite number"),
+        (["--system", "be brief", "hi"], "this model's tokenizer has no chat template"),
     ],
 )
 def test_cli_bad_input(tiny_folder, capsys, argv, message):
@@ -151,6 +169,72 @@ def test_cli_bad_input(tiny_folder, capsys, argv, message):
     code, _, err = run_cli(capsys, "generate", *argv)
     assert code == 2
     assert message in err
+
+
+def test_cli_refuses_text_that_is_not_utf8(tiny_folder, tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"def f():\xff\xfe\n")
+    for flag in ("--prediction", "--prompt-file", "--edit"):
+        argv = [flag, str(bad)] + ([] if flag == "--prompt-file" else ["hi"])
+        code, _, err = run_cli(capsys, "generate", "--model", str(tiny_folder), *argv)
+        assert code == 2 and f"{str(bad)!r} is not UTF-8 text (byte 8" in err, (flag, err)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"ab\xffc")))
+    code, _, err = run_cli(capsys, "generate", "--model", str(tiny_folder), "-")
+    assert code == 2 and "standard input is not UTF-8 text" in err
+
+
+def test_cli_json_compare_exits_3_where_the_outputs_differ(tiny_folder, capsys, monkeypatch):
+    """--compare's exit code says whether the greedy outputs differ, with --json as without (made to differ)."""
+    real = cli._comparison
+    monkeypatch.setattr(cli, "_comparison", lambda a, b: {**real(a, b), "identical": False})
+    argv = ["generate", "--model", str(tiny_folder), "--max-new-tokens", "8", "--compare", "abc"]
+    assert run_cli(capsys, *argv)[0] == 3
+    code, out, _ = run_cli(capsys, *argv, "--json")
+    assert code == 3 and json.loads(out)["compare"]["identical"] is False
+
+
+def test_cli_stops_quietly_when_the_reader_goes_away(tiny_folder, tmp_path, capsys, monkeypatch):
+    class Closed(io.StringIO):  # a pipe whose reader exited (| head -c 1)
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self):
+            return os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT)
+
+    monkeypatch.setattr("sys.stdout", Closed())
+    assert cli.main(["generate", "--model", str(tiny_folder), "--max-new-tokens", "8", "abc"]) == 141
+
+
+def test_a_stream_runs_once(scripted):
+    stream = scripted.stream("hi", max_new_tokens=4)
+    assert "".join(c.text for c in stream) == stream.result.text
+    passes = stream.result.stats.target_passes
+    with pytest.raises(QuickdraftError, match="a Stream runs once"):
+        list(stream)
+    assert stream.result.stats.target_passes == passes
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"seed": 2**64}, "seed must be an integer in"), ({"seed": -2**63 - 1}, "seed must be an integer in"),
+    ({"seed": True}, "seed must be an integer"), ({"top_k": True}, "top_k must be an integer"),
+    ({"temperature": float("inf")}, "finite"), ({"temperature": float("nan")}, "finite"),
+    ({"temperature": True}, "temperature must be"), ({"top_p": True}, "top_p must be")])
+def test_sampling_params_refuse_what_would_fail_later(fields, message):
+    with pytest.raises(QuickdraftError, match=message):
+        SamplingParams(**fields)
+    SamplingParams(seed=2**64 - 1)
+    SamplingParams(seed=-2**63)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"max_context": 0}, "max_context must be an integer >= 2"), ({"max_context": "8"}, "max_context must be"),
+    ({"max_context": True}, "max_context must be"), ({"threads": 0, "runner": "llama.cpp"}, "threads must be"),
+    ({"draft_runner": "transformers"}, "draft_runner applies to a draft model")])
+def test_load_options_refuse_bad_numbers_and_orphans(fields, message):
+    from quickdraft.options import LoadOptions
+
+    with pytest.raises(QuickdraftError, match=message):
+        LoadOptions(**fields)
 
 
 def test_cli_models_list_and_unknown(capsys, tmp_path, monkeypatch):

@@ -152,7 +152,7 @@ def test_nucleus_keeps_the_tokens_the_definition_keeps(spread):
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        ({"temperature": -0.1}, "temperature must be a number >= 0"),
+        ({"temperature": -0.1}, "temperature must be a finite number >= 0"),
         ({"top_p": 0.0}, r"top_p must be in \(0, 1\]"),
         ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
         ({"top_k": -1}, "top_k must be an integer >= 0"),

@@ -69,17 +69,21 @@ class Result:
 
 
 def text_parts(value: Any, what: str) -> str:
-    """A string, or OpenAI's list of {"type": "text", "text": ...} parts, as one string."""
-    if isinstance(value, str):
-        return value
+    """A string, or OpenAI's list of {"type": "text", "text": ...} parts, as one string of valid Unicode."""
     if isinstance(value, (list, tuple)):
         pieces = []
         for i, part in enumerate(value):
             if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
                 raise QuickdraftError(f'{what}[{i}] must be a text part {{"type": "text", "text": str}}; got {part!r:.80}')
             pieces.append(part["text"])
-        return "".join(pieces)
-    raise QuickdraftError(f"{what} must be a string or a list of text parts; got {type(value).__name__}")
+        value = "".join(pieces)
+    if not isinstance(value, str):
+        raise QuickdraftError(f"{what} must be a string or a list of text parts; got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate (bytes read with errors="surrogateescape"): no token holds it
+        raise QuickdraftError(f"{what} is not valid Unicode text: {e.reason} at character {e.start}") from None
+    return value
 
 
 class Generator:
@@ -115,6 +119,7 @@ class Generator:
     # -- request preparation (all validation happens here, before any model work) -----------
     def encode_prompt(self, prompt: Prompt, chat: bool | None = None) -> list[int]:
         if isinstance(prompt, str):
+            text_parts(prompt, "prompt")
             if chat:  # the same checks as any prompt below (an empty string is still refused)
                 ids = self.tokenizer.encode_chat([{"role": "user", "content": prompt}])
             else:
@@ -245,8 +250,12 @@ class Stream:
         self.sampling, self.acceptance, self.sizer, self.prefix_reuse = sampling, acceptance, sizer, prefix_reuse
         self.stats = Stats(row_invariant=gen.runner.row_invariant)
         self.result: Result | None = None
+        self._started = False
 
     def __iter__(self) -> Iterator[Chunk]:
+        if self._started:
+            raise QuickdraftError("a Stream runs once: call generate() or stream() again for another generation")
+        self._started = True
         # prefix_reuse False: this request's runners take nothing kept from earlier requests (they still keep what
         # they have, and this one's chunks, for later ones); one generation runs at a time on a Generator
         paused = [] if self.prefix_reuse else [r for r in (self.gen.runner, self.gen.draft_runner)

@@ -28,6 +28,15 @@ def _read(path: str, what: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise QuickdraftError(f"cannot read {what} {path!r}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise QuickdraftError(f"{what} {path!r} is not UTF-8 text (byte {e.start}: {e.reason})") from None
+
+
+def _stdin() -> str:
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise QuickdraftError(f"standard input is not UTF-8 text (byte {e.start}: {e.reason})") from None
 
 
 def _prompt_text(args: argparse.Namespace) -> str:
@@ -35,11 +44,11 @@ def _prompt_text(args: argparse.Namespace) -> str:
     if len(given) > 1:
         raise QuickdraftError("give the prompt either as an argument or with --prompt-file, not both")
     if args.prompt_file is not None:
-        text = sys.stdin.read() if args.prompt_file == "-" else _read(args.prompt_file, "prompt file")
+        text = _stdin() if args.prompt_file == "-" else _read(args.prompt_file, "prompt file")
     elif args.prompt is not None:
-        text = sys.stdin.read() if args.prompt == "-" else args.prompt
+        text = _stdin() if args.prompt == "-" else args.prompt
     elif not sys.stdin.isatty():
-        text = sys.stdin.read()
+        text = _stdin()
     else:
         raise QuickdraftError("no prompt: pass it as an argument, with --prompt-file FILE, or on standard input")
     return text
@@ -83,13 +92,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
     # prefix_reuse off: the warm-up below runs this very prompt, and the timed run and --compare's plain run must
     # each pay the prefill a request of their own would (the output is the same either way)
     load_options = _load_options(args)
-    options.check_load(load_options)
+    options.check_load(load_options, has_prediction=prediction is not None)
+    if args.draft_length != "auto" and options.drafter not in ("draft-model", "ouroboros", "auto"):
+        raise QuickdraftError(f"--draft-length applies to the draft model's drafts; drafter {options.drafter!r} has none")
+    if args.draft_length != "auto" and load_options.draft_model is None:
+        raise QuickdraftError("--draft-length applies to a draft model: pass --draft-model ALIAS|PATH")
+    if args.ouroboros and options.drafter != "ouroboros":
+        raise QuickdraftError(f"--ouroboros sets the ouroboros drafter's options; the drafter is {options.drafter!r}")
+    if args.system and args.chat == "no":
+        raise QuickdraftError("--system is a chat message: it needs --chat auto or yes")
     from .loading import load_with
 
     gen = load_with(args.model, load_options)
     chat = None if args.chat == "auto" else args.chat == "yes"
     if chat is None:
         chat = gen.tokenizer.has_chat_template
+    if args.system and not chat:
+        raise QuickdraftError("--system is a chat message, and this model's tokenizer has no chat template")
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     request = messages if chat else prompt
     # Validate everything (and warm the model up) before timing anything.
@@ -117,13 +136,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
                                 sampling=sampling, prefix_reuse=False)
 
     s = result.stats
+    differs = baseline is not None and sampling.greedy and not _comparison(result, baseline)["identical"]
     if args.json:
         doc = {"model": gen.name, "text": result.text, "finish_reason": result.finish_reason,
                "token_ids": result.token_ids, "from_draft": result.from_draft, "stats": s.as_dict()}
         if baseline is not None:
             doc["compare"] = _comparison(result, baseline)
         print(json.dumps(doc, indent=1))
-        return 0
+        return 3 if differs else 0
     sys.stdout.write("\n")
     lossy = (f" | LOSSY: mentored, KL {s.kl_per_token:.4f}/token (bound {s.kl_bound})" if s.acceptance == "mentored"
              else f" | LOSSY: {s.acceptance} acceptance (no bound)" if s.lossy else "")
@@ -140,9 +160,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         same = "n/a (sampled)" if not sampling.greedy else "yes" if c["identical"] else "NO"
         print(f"plain decoding: {c['plain_decode_tokens_per_s']:.1f} tok/s | speedup {c['speedup_decode']:.2f}x decode, "
               f"{c['speedup_end_to_end']:.2f}x end to end | identical output: {same}", file=sys.stderr)
-        if sampling.greedy and not c["identical"]:
-            return 3
-    return 0
+    return 3 if differs else 0
 
 
 def _draft_config(value: str) -> DraftModelConfig:
@@ -442,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as other command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -69,6 +69,11 @@ class LoadOptions:
     device: str = "auto"  # where transformers models run (module docstring)
 
     def __post_init__(self) -> None:
+        if self.draft_runner is not None and self.draft_model is None:
+            raise QuickdraftError("draft_runner applies to a draft model: give draft_model too")
+        for what, value, least in (("max_context", self.max_context, 2), ("threads", self.threads, 1)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+                raise QuickdraftError(f"{what} must be an integer >= {least}; got {value!r}")
         draft_runner = self.draft_runner or self.runner
         for what, kind in (("runner", self.runner), ("draft_runner", draft_runner)):
             if kind not in RUNNERS:
@@ -230,13 +235,16 @@ class DecodeOptions:
             raise QuickdraftError(f"acceptance must be a rule name or an Acceptance; got {type(self.acceptance).__name__}")
         return Acceptance(self.acceptance, 0.0 if self.kl_bound is None else self.kl_bound)
 
-    def check_load(self, load: LoadOptions) -> None:
-        """What these options need of the loaded models, checked against the load options before loading."""
-        from .drafters.build import NEEDS_DRAFT_MODEL
+    def check_load(self, load: LoadOptions, has_prediction: bool | None = None) -> None:
+        """What these options need of the loaded models (and of the request, where has_prediction says whether it
+        has a prediction), checked against the load options before loading."""
+        from .drafters.build import NEEDS_DRAFT_MODEL, check_drafter
 
         if self.drafter in NEEDS_DRAFT_MODEL and load.draft_model is None:
             raise QuickdraftError(f"drafter {self.drafter!r} needs a draft model: pass --draft-model ALIAS|PATH "
                                   "(library: load(..., draft_model=...))")
+        if has_prediction is not None:
+            check_drafter(self.drafter, has_prediction, load.draft_model is not None)
 
 
 def _stop_tuple(stop: Any) -> tuple[str, ...]:

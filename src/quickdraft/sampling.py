@@ -29,14 +29,16 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.temperature, (int, float)) or not self.temperature >= 0:
-            raise QuickdraftError(f"temperature must be a number >= 0; got {self.temperature!r}")
-        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731 (True is an int)
+        integer = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+        if not number(self.temperature) or not 0 <= self.temperature < float("inf"):
+            raise QuickdraftError(f"temperature must be a finite number >= 0; got {self.temperature!r}")
+        if not number(self.top_p) or not 0 < self.top_p <= 1:
             raise QuickdraftError(f"top_p must be in (0, 1]; got {self.top_p!r}")
-        if not isinstance(self.top_k, int) or self.top_k < 0:
+        if not integer(self.top_k) or self.top_k < 0:
             raise QuickdraftError(f"top_k must be an integer >= 0; got {self.top_k!r}")
-        if self.seed is not None and not isinstance(self.seed, int):
-            raise QuickdraftError(f"seed must be an integer; got {self.seed!r}")
+        if self.seed is not None and (not integer(self.seed) or not -2**63 <= self.seed < 2**64):
+            raise QuickdraftError(f"seed must be an integer in [-2**63, 2**64) (torch's generator); got {self.seed!r}")
 
     @property
     def greedy(self) -> bool:
