@@ -12,6 +12,9 @@ from transformers import Lfm2Config, Lfm2ForCausalLM
 
 from quickdraft import SamplingParams, cli
 from quickdraft.api import Generator
+from quickdraft.drafters.draft_model import DraftModelConfig
+from quickdraft.drafters.lookup import LookupConfig
+from quickdraft.drafters.ouroboros import OuroborosConfig
 from quickdraft.errors import QuickdraftError, UnsupportedModelError
 from quickdraft.runners import ScriptedRunner
 from quickdraft.runners.hf import HFRunner
@@ -46,6 +49,10 @@ def scripted():
         ([{"role": "user", "content": "hi", "tool_calls": []}], {}, "keys a chat template is not given: 'tool_calls'"),
         ([{"role": "user", "content": "hi", "name": 3}], {}, "name must be a string"),
         ("a\udcffb", {}, "prompt is not valid Unicode text"),
+        ("hi", {"drafter": "none", "lookup": LookupConfig(num_tokens=3)}, "lookup settings were given"),
+        ("hi", {"drafter": "lookup", "ouroboros": OuroborosConfig(gamma=4)}, "ouroboros settings were given"),
+        ("hi", {"draft": DraftModelConfig(k=3)}, "draft settings were given, but this request drafts with 'lookup'"),
+        ("hi", {"policy": "openai"}, "policy 'openai' applies to a prediction"),
         ("hi", {"prediction": [{"type": "text", "text": "\ud800"}]}, "prediction is not valid Unicode text"),
     ],
 )
