@@ -691,6 +691,26 @@ def test_request_timeout():
 # -- the command line -------------------------------------------------------------------------------
 
 
+def test_an_answer_finished_as_its_deadline_passes_is_delivered_not_timed_out():
+    from quickdraft.server.worker import Job, Worker
+
+    gen = scripted_generator()
+    events = []
+    job = Job(gen.stream("hi", max_new_tokens=3, drafter="none"), lambda kind, value: events.append(kind),
+              deadline=time.monotonic() + 60)
+    real = job.stream._chunks
+
+    def late_last_chunk():  # the deadline passes while the last step runs
+        for chunk in real():
+            if chunk.finish_reason is not None:
+                job.deadline = 0.0
+            yield chunk
+
+    job.stream._chunks = late_last_chunk
+    assert Worker(1)._run(job) == "done"
+    assert events[-1] == "done" and "timeout" not in events
+
+
 def test_cli_serve_loads_once_and_runs_uvicorn(chat_folder, monkeypatch, capsys):
     seen = {}
     monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: seen.update(config=self.config))

@@ -199,7 +199,7 @@ class Worker:
                 if job.first_chunk is None and chunk.token_ids:
                     job.first_chunk = time.monotonic()
                 job.deliver("chunk", chunk)
-                if stop := _should_stop(job):
+                if chunk.finish_reason is None and (stop := _should_stop(job)):  # a finished answer is not late
                     return stop
             job.deliver("done", job.stream.result)
             return "done"
