@@ -426,6 +426,7 @@ def test_slower_than_plain_lists_the_methods_and_runs_below_1x(smoke_run):
     (["--methods", "draft-model"], "need a draft model"),
     (["--temperature", "0"], "temperature"),
     (["--skip", "-1"], "skip must be an integer >= 0"),
+    (["--workloads", "qa", "--skip", "100000"], "--skip 100000 leaves no tasks of workload 'qa'"),
 ])
 def test_bad_options_fail_before_any_model_loads(args, message, data, tmp_path, capsys, monkeypatch):
     def no_load(*a, **k):
@@ -435,6 +436,54 @@ def test_bad_options_fail_before_any_model_loads(args, message, data, tmp_path, 
     base = ["bench", "run", "--model", "no-such-model", "--out", str(tmp_path / "o"), "--data", str(data)]
     assert cli.main(base + args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_broken_data_file_or_run_record_fails_before_any_model_loads(data, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("quickdraft.loading._Opened", lambda *a, **k: pytest.fail("a model was loaded"))
+    broken = tmp_path / "data"
+    (broken / "edit_eval").mkdir(parents=True)
+    (broken / "edit_eval" / "edit_eval.jsonl").write_text('{"task_id": ')
+    base = ["bench", "run", "--model", "no-such-model", "--methods", "plain"]
+    assert cli.main(base + ["--workloads", "edit_eval", "--data", str(broken), "--out", str(tmp_path / "o")]) == 2
+    assert "workload 'edit_eval': cannot read its tasks" in capsys.readouterr().err
+    for record in ('{"config": ', "[1, 2]"):
+        out = tmp_path / "old"
+        out.mkdir(exist_ok=True)
+        (out / "run.json").write_text(record)
+        assert cli.main(base + ["--workloads", "qa", "--data", str(data), "--out", str(out)]) == 2
+        assert "run.json" in capsys.readouterr().err
+        assert cli.main(["bench", "report", str(out)]) == 2
+
+
+def test_a_row_cut_short_by_a_crash_is_dropped_and_the_next_row_starts_a_line(smoke_run, tmp_path, capsys):
+    out = tmp_path / "copy"
+    shutil.copytree(smoke_run[0], out)
+    text = (out / harness.RUNS_FILE).read_text()
+    rows = text.splitlines()
+    cut = "\n".join(rows[:3]) + "\n" + rows[3][:60]  # a crash in the middle of writing the fourth row
+    (out / harness.RUNS_FILE).write_text(cut)
+    assert len(harness.read_runs(out)) == 3 and "warning" not in capsys.readouterr().err
+    harness.end_at_a_line(out)
+    assert (out / harness.RUNS_FILE).read_text() == "\n".join(rows[:3]) + "\n"
+    lines = [r.encode() for r in rows[:2]] + [b"[1, 2]", b'{"x": 1}', b"\xff\xfe"] + [r.encode() for r in rows[2:]]
+    (out / harness.RUNS_FILE).write_bytes(b"\n".join(lines) + b"\n")
+    assert harness.read_runs(out) == [json.loads(r) for r in rows]
+    assert "line(s) 3, 4, 5 are not runs; skipped" in capsys.readouterr().err
+
+
+def test_a_resumed_run_fails_on_an_earlier_invocations_mismatch(smoke_run, bench_model, data, tmp_path, capsys):
+    out = tmp_path / "copy"
+    shutil.copytree(smoke_run[0], out)
+    rows = harness.read_runs(out)
+    bad = next(r for r in rows if r["method"] == "lookup")
+    bad.update(identical=False, first_divergence=3)
+    (out / harness.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with one_thread():
+        code = cli.main([*SMOKE, "--model", str(bench_model), "--draft-model", str(bench_model), "--out", str(out),
+                         "--data", str(data)])
+    err = capsys.readouterr().err
+    assert "0 run(s) done" in err and code == 3
+    assert f"{bad['workload']}/{bad['task']} lookup r{bad['repeat']}" in err
 
 
 def test_resume_refuses_other_options(smoke_run, bench_model, data):

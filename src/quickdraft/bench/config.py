@@ -75,6 +75,14 @@ def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: 
                          skip=skip, max_new_tokens=max_new_tokens,
                          repeats=repeats, temperature=temperature, progress=progress, argv=tuple(argv))
     workloads_mod.check_files(config.data, list(config.workloads))
+    for w in config.workloads:  # read now, so that a broken file or an empty selection fails before any model loads
+        try:
+            tasks = list(workloads_mod.WORKLOADS[w].load(config.data, config.skip + config.limit))
+        except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError, UnicodeDecodeError, a task missing a field
+            raise QuickdraftError(f"workload {w!r}: cannot read its tasks in {config.data} ({type(e).__name__}: "
+                                  f"{e})") from None
+        if len(tasks) <= config.skip:
+            raise QuickdraftError(f"--skip {config.skip} leaves no tasks of workload {w!r} (it has {len(tasks)})")
     # Methods asked for by name or group need their draft model; under "all" they are skipped with a note.
     named = {m.strip() for m in methods.split(",")} if isinstance(methods, str) else set(methods)
     wants_draft = [n for n in config.methods if "draft-model" in METHODS[n].needs and "all" not in named]

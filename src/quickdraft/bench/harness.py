@@ -40,7 +40,7 @@ from . import workloads as workloads_mod
 from .config import BenchConfig, prepare, resume_view
 from .machine import MEMORY_MEASURES, PeakMemory, machine_info, model_identity, versions
 from .methods import METHODS, Method, check_baselines
-from .records import RUNS_FILE, SCHEMA, read_meta, read_runs, row_key, write_meta
+from .records import RUNS_FILE, SCHEMA, end_at_a_line, read_meta, read_runs, row_key, write_meta
 from .rows import first_divergence
 from .session import COUNTS, Session
 
@@ -90,6 +90,9 @@ def plan(config: BenchConfig, session: Session, note: Callable[[str], None],
             runnable.append(m)
     tasks = {w: list(workloads_mod.WORKLOADS[w].load(config.data, config.skip + config.limit))[config.skip :]
              for w in config.workloads}
+    for w, ts in tasks.items():
+        if len(ts) < config.limit:
+            note(f"workload {w}: {len(ts)} task(s) after the first {config.skip}, fewer than --limit {config.limit}")
     pred = [m.name for m in runnable if m.uses_prediction]
     no_pred = [w for w in config.workloads if not workloads_mod.WORKLOADS[w].has_prediction]
     if pred and no_pred:
@@ -184,6 +187,7 @@ def _loop(session: Session, config: BenchConfig, todo: list[tuple], references: 
           bar: Any, note: Callable[[str], None]) -> None:
     overlaps: dict[tuple[str, str], tuple[float | None, float | None, int]] = {}
     fits: dict[tuple[str, str], bool] = {}  # (workload, task id) -> whether its prompt leaves room for the new tokens
+    end_at_a_line(config.out)
     with open(config.out / RUNS_FILE, "a", encoding="utf-8") as sink:
         for workload, task, repeat, method in _ordered(todo, references):
             key = (workload, task.id)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
+
+from ..errors import QuickdraftError
 
 RUNS_FILE, META_FILE = "runs.jsonl", "run.json"
 SCHEMA = 1
@@ -18,7 +21,13 @@ def read_meta(out: Path) -> dict:
     path = Path(out) / META_FILE
     if not path.is_file():
         return {}
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        meta = json.loads(path.read_bytes())
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise QuickdraftError(f"{path} is not valid JSON ({e}): move it away, or use another --out") from None
+    if not isinstance(meta, dict):
+        raise QuickdraftError(f"{path} holds a JSON {type(meta).__name__}, not a run's record: use another --out")
+    return meta
 
 
 def write_meta(out: Path, meta: dict) -> None:
@@ -29,20 +38,40 @@ def write_meta(out: Path, meta: dict) -> None:
 
 
 def read_runs(out: Path) -> list[dict]:
-    """Rows of runs.jsonl; a last line cut short by a crash is ignored."""
+    """Rows of runs.jsonl; a last line cut short by a crash is ignored, any other line that is not a row is skipped
+    with a warning."""
     path = Path(out) / RUNS_FILE
     if not path.is_file():
         return []
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    rows, bad = [], []
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            row = None
+        if isinstance(row, dict) and all(k in row for k in ("workload", "task", "method", "repeat")):
+            rows.append(row)
+        elif i < len(lines):  # a whole line (the last piece, with no newline after it, is one a crash cut short)
+            bad.append(i)
+    if bad:
+        print(f"warning: {path}: line(s) {', '.join(map(str, bad[:5]))} are not runs; skipped", file=sys.stderr)
     return rows
+
+
+def end_at_a_line(out: Path) -> None:
+    """Cut runs.jsonl back to its last complete line, so that rows appended next start on a line of their own
+    (a run killed mid-write leaves a partial row)."""
+    path = Path(out) / RUNS_FILE
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
 
 
 def row_key(row: dict) -> tuple[str, str, str, int]:
