@@ -249,7 +249,7 @@ def test_cli_models_list_and_unknown(capsys, tmp_path, monkeypatch):
     code, out, _ = run_cli(capsys, "models", "list")
     assert code == 0 and "qwen2.5-coder-0.5b" in out and str(tmp_path) in out
     code, _, err = run_cli(capsys, "models", "rm", "nope")
-    assert code == 2 and "smollm2-135m" in err
+    assert code == 2 and "smollm2-135m" in err and "models rm takes an alias" in err
 
 
 def test_cli_sampling_compare(tiny_folder, capsys):

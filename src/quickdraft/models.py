@@ -127,7 +127,9 @@ def list_models() -> list[ModelEntry]:
 
 def remove(alias: str) -> list[Path]:
     """Delete everything the cache holds for ``alias``; return the removed paths."""
-    _lookup(alias)
+    if alias not in ALIASES:
+        raise UnknownModelError(f"unknown model {alias!r}: models rm takes an alias the cache holds "
+                                f"({', '.join(sorted(ALIASES))}); local folders and .gguf files are not in it")
     folder = _alias_dir(alias)
     if not folder.is_dir():
         return []
