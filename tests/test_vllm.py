@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
+import httpx
 import openai
 import pytest
 
@@ -34,6 +35,7 @@ from quickdraft.cpu import cpu_info
 from quickdraft.drafters.build import build_drafter
 from quickdraft.errors import QuickdraftError
 from quickdraft.vllm.patches import PROPOSER, prediction_counts
+from quickdraft.vllm import patches
 from quickdraft.vllm import proposer as proposer_module
 from quickdraft.vllm.proposer import Proposer, check_server_defaults, cut_draft, observe_step, request_drafter
 from quickdraft.vllm import serve
@@ -309,6 +311,27 @@ def fake_request(**fields):
         vllm_xargs: dict | None = None
 
     return FakeRequest(**fields)
+
+
+def test_every_integer_of_a_request_is_bounded_at_any_depth():
+    assert patches.check_ranges(fake_request(n=2**63 - 1, nested={"a": [1, {"b": 2**63 - 1}]})) is None
+    assert patches.check_ranges(fake_request(nested={"a": [1, {"b": 2**63}]}))[0] == "nested.a[1].b"
+    assert patches.check_ranges(fake_request(top_k=2**64))[0] == "top_k"
+    assert patches.check_ranges(fake_request(flag=True, text="9" * 30)) is None
+
+
+def test_the_proposer_refuses_to_start_where_the_plugin_did_not_load(monkeypatch):
+    """A server whose workers leave the plugin out (VLLM_PLUGINS) fails at start, not at its first request."""
+    from quickdraft.vllm import versions
+
+    monkeypatch.setattr(versions, "vllm_version", lambda: versions.TESTED_VERSIONS[0])
+    monkeypatch.setitem(patches._state, "applied", False)
+    config = SimpleNamespace(speculative_config=SimpleNamespace(num_speculative_tokens=8),
+                             model_config=SimpleNamespace(max_model_len=64))
+    with pytest.raises(RuntimeError, match="the quickdraft plugin did not load in this process"):
+        Proposer(config)
+    monkeypatch.setitem(patches._state, "applied", True)
+    assert Proposer(config).k == 8
 
 
 def test_a_prediction_is_bounded_before_it_is_tokenized(monkeypatch):
@@ -766,6 +789,9 @@ BAD = [
     ({"prediction": {"type": "content", "content": "x" * 2049}}, "prediction",
      "2049 tokens; this server's context holds at most 2048"),
     ({"top_k": 2**64, "temperature": 1.0}, "top_k", "'top_k' must be at most 9223372036854775807 (2**63 - 1)"),
+    ({"repetition_detection": {"max_pattern_size": 2**70, "min_pattern_size": 2, "min_count": 3}},
+     "repetition_detection.max_pattern_size", "must be at most 9223372036854775807"),
+    ({"vllm_xargs": {"qd_policy": ""}}, "vllm_xargs", "policy"),
 ]
 
 
@@ -777,6 +803,31 @@ def test_bad_requests_get_400_with_an_error_object_and_the_server_stays_up(serve
         assert e.value.body["param"] == param and words in e.value.body["message"], (body, e.value.body)
     r = chat(servers[1], PROMPTS[0], prediction={"type": "content", "content": plain[PROMPTS[0]][0]})
     assert r.choices[0].message.content == plain[PROMPTS[0]][0]
+
+
+def test_the_batch_endpoint_refuses_a_prediction_and_a_plain_servers_answers_400(servers):
+    body = {"model": "tiny", "messages": [[{"role": "user", "content": "hi"}]], "max_tokens": 4,
+            "prediction": {"type": "content", "content": "hello"}}
+    for url in servers[:2]:
+        r = httpx.post(url + "/chat/completions/batch", json=body, timeout=60)
+        assert r.status_code == 400 and "not supported on this endpoint" in r.json()["error"]["message"], r.text
+        r = httpx.post(url + "/chat/completions/batch", json={**body, "prediction": None}, timeout=60)
+        assert r.status_code == 200, r.text
+
+
+def test_a_request_near_the_context_limit_drafts_nothing_it_did_not_draft(servers):
+    """vLLM would skip the proposer for a batch holding a row within K tokens of max_model_len and verify K zero
+    drafts in every row, counted as rejected; quickdraft's proposer runs there, and a request that drafts nothing
+    reports nothing drafted."""
+    from transformers import AutoTokenizer
+
+    long = "def f(x):\n    return x\n" * 84  # 2,016 characters, a token each
+    room = 2048 - len(AutoTokenizer.from_pretrained(servers[2])(long)["input_ids"])
+    r = client(servers[1]).completions.create(model="tiny", prompt=long, max_tokens=room, temperature=0,
+                                              extra_body={"vllm_xargs": {"qd_drafter": "none"}})
+    d = r.usage.completion_tokens_details
+    assert r.usage.completion_tokens > room - K + 1  # it wrote into the last K positions, where vLLM skips drafters
+    assert (d.accepted_prediction_tokens, d.rejected_prediction_tokens) == (0, 0)
 
 
 def test_sampling_beside_drafts_applies_each_requests_settings(servers, plain):

@@ -230,7 +230,7 @@ CASES: list[Case] = [
       check=mentions(f"{CONTEXT + 1} tokens", f"at most {CONTEXT}")),
     c("prediction of 10 MB", 413, fields=prediction("x" * 10_000_000), check=mentions(f"limit of {MAX_BODY} bytes")),
     c("prediction with n 2", 400, fields={**prediction("a"), "n": 2}),
-    c("prediction with a lone surrogate", 400, fields=prediction("a\ud800b"), check=mentions("cannot be tokenized")),
+    c("prediction with a lone surrogate", 400, fields=prediction("a\ud800b"), check=mentions("not valid Unicode text")),
     c("prediction ids smuggled in vllm_xargs", 400, fields={"vllm_xargs": {"qd_prediction_ids": [5] * 100_000}},
       check=mentions("qd_prediction_ids")),
     c("prediction text smuggled in vllm_xargs", 400, fields={"vllm_xargs": {"qd_prediction": "x" * 100_000}}),

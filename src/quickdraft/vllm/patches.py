@@ -9,8 +9,8 @@ each; every patch is harmless where its class is unused, and applied once per pr
     vllm.entrypoints.serve.engine.serving.BaseServing._check_model
         validates `prediction` and quickdraft's vllm_xargs before any work, bounds the prediction (limits.py:
         characters before tokenizing, then tokens) and tokenizes it, off the event loop; refuses the integers
-        vLLM itself would answer with a 500 (UNBOUNDED_INTS); a bad request gets vLLM's OpenAI-style error
-        object with status 400
+        vLLM itself would answer with a 500 (check_ranges); refuses quickdraft's fields on the requests it does
+        not serve (/v1/chat/completions/batch); a bad request gets vLLM's OpenAI-style error object with status 400
     vllm.entrypoints.openai.{chat_completion,completion}.protocol.*Request.to_sampling_params
         carries the prediction's token ids into SamplingParams.extra_args["qd_prediction_ids"] (vLLM's request
         schema keeps an unknown top-level field in model_extra and passes it nowhere)
@@ -41,14 +41,16 @@ unbounded text (a 10.5 MB prediction once killed the worker for memory when the 
 Counts. vLLM counts, per request, the draft tokens it verified and those it accepted (scheduler:
 accepted = tokens emitted by a step - 1). OpenAI's meaning (core.Stats) counts as accepted only draft tokens
 that appear in the output: the Proposer never drafts past max_tokens or an end-of-generation token, so a
-length limit or EOS cannot cut accepted tokens off; a stop string can, and then at most completion_tokens - 1
-are reported accepted (the first output token is never a draft token) and the rest rejected.
+length limit or EOS cannot cut accepted tokens off. A stop string could, but vLLM sends no metrics for a request
+its API server ends at one; where metrics do come, at most completion_tokens - 1 are reported accepted (the first
+output token is never a draft token) and the rest rejected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import json
 import os
 import threading
@@ -62,10 +64,9 @@ PROPOSER = "quickdraft.vllm.Proposer"
 REQUEST_XARGS = ("qd_drafter", "qd_policy", "qd_sizing")  # the vllm_xargs a request may set
 PREDICTION_IDS = "qd_prediction_ids"  # SamplingParams.extra_args: the prediction's token ids, set here only
 INT64_MAX = 2**63 - 1
-# Integer fields vLLM passes to its engine without an upper bound: beyond 2**64 - 1 its msgpack encoder raises and the
-# request gets a 500 with an empty message (top_k; stream_interval inside a stream that has begun). Bounded here as
-# vLLM bounds seed and priority.
-UNBOUNDED_INTS = ("top_k", "stream_interval")
+# vLLM passes some integer fields to its engine without an upper bound (top_k, stream_interval, those inside
+# repetition_detection, ...): beyond 2**64 - 1 its msgpack encoder raises and the request gets a 500 with an empty
+# message. Every integer of a request is bounded here (check_ranges), as vLLM bounds seed and priority.
 _state = {"applied": False, "proposer": False}  # per process: patched yet; quickdraft's proposer configured
 
 
@@ -149,12 +150,34 @@ def prediction_conflict(request: Any) -> tuple[str, str] | None:
 
 
 def check_ranges(request: Any) -> tuple[str, str] | None:
-    """(param, message) for an integer vLLM would fail on with a 500 (UNBOUNDED_INTS), or None."""
-    for name in UNBOUNDED_INTS:
-        value = getattr(request, name, None)
-        if isinstance(value, int) and value > INT64_MAX:
-            return name, f"'{name}' must be at most {INT64_MAX} (2**63 - 1); got {value}."
+    """(param, message) for the first integer of a request, at any depth, above 2**63 - 1 (which vLLM would fail
+    on with a 500 where it does not bound the field itself), or None."""
+    def walk(value: Any, where: str) -> tuple[str, str] | None:
+        if hasattr(value, "model_dump"):  # a field of vLLM's that is a pydantic model of its own
+            value = value.model_dump()
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):  # or a dataclass (RepetitionDetection...)
+            value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
+            return where, f"'{where}' must be at most {INT64_MAX} (2**63 - 1); got {value}."
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in items:
+            if found := walk(item, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]"):
+                return found
+        return None
+
+    fields = {**{k: getattr(request, k, None) for k in type(request).model_fields}, **(request.model_extra or {})}
+    for name, value in fields.items():
+        if value is not None and not isinstance(value, (str, float)) and (found := walk(value, name)):
+            return found
     return None
+
+
+def quickdraft_fields(request: Any) -> list[str]:
+    """The fields of quickdraft's that a request carries: 'prediction', 'vllm_xargs' with a qd_ option."""
+    extra = getattr(request, "model_extra", None) or {}
+    xargs = getattr(request, "vllm_xargs", None) or extra.get("vllm_xargs") or {}
+    return (["prediction"] if extra.get("prediction") is not None else []) + \
+        (["vllm_xargs"] if isinstance(xargs, dict) and any(str(k).startswith("qd_") for k in xargs) else [])
 
 
 def check_request(request: Any, max_model_len: int | None = None) -> tuple[str, str] | None:
@@ -192,7 +215,7 @@ def check_request(request: Any, max_model_len: int | None = None) -> tuple[str, 
     try:
         if sizing is not None:
             check_sizing(sizing, "vllm_xargs.qd_sizing")
-        PredictionConfig.for_policy(policy or os.environ.get(POLICY_ENV, "default"))
+        PredictionConfig.for_policy(os.environ.get(POLICY_ENV, "default") if policy is None else policy)
         has = text is not None
         check_drafter(request_drafter(asked, os.environ.get(DRAFTER_ENV, "auto"), has), has, has_draft_model=False)
     except QuickdraftError as e:
@@ -268,6 +291,10 @@ def _patch_requests() -> None:
 
     async def _check_model(self, request):
         if not isinstance(request, (ChatCompletionRequest, CompletionRequest)):
+            if quickdraft_fields(request):  # e.g. /v1/chat/completions/batch, which copies them into each conversation
+                return self.create_error_response(
+                    f"'{quickdraft_fields(request)[0]}' is not supported on this endpoint: send each conversation to "
+                    "/v1/chat/completions as a request of its own", param=quickdraft_fields(request)[0])
             return await check_model(self, request)
         if problem := check_ranges(request) or check_request(request, self.model_config.max_model_len):  # cheap first
             return self.create_error_response(problem[1], param=problem[0])
@@ -374,6 +401,10 @@ def _patch_runner() -> None:
         drafter = getattr(self, "drafter", None)
         if hasattr(drafter, "bind_runner"):
             drafter.bind_runner(self)
+            # vLLM skips a drafter for the whole batch once one row's length + K passes max_model_len, and schedules K
+            # zero drafts for every row instead: verified for nothing, and counted as rejected. quickdraft's proposer
+            # cuts each row's draft to the room that row has left (Proposer.propose), so it runs on every step.
+            self._input_fits_in_drafter = lambda metadata: metadata is not None
 
     GPUModelRunner.__init__ = __init__
 

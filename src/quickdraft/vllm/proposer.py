@@ -149,6 +149,12 @@ class Proposer:
         from .versions import check_version
 
         check_version()  # a vLLM the plugin was not tested with: its patches are not applied (register)
+        from .patches import _state
+
+        if not _state["applied"]:  # fail at start, not at the first request (propose needs the runner patches hand it)
+            raise RuntimeError("quickdraft's vLLM proposer is configured, but the quickdraft plugin did not load in "
+                               "this process (VLLM_PLUGINS leaves it out?): allow the plugin 'quickdraft', or reinstall "
+                               "quickdraft")
         self.configure(vllm_config.speculative_config.num_speculative_tokens, vllm_config.model_config.max_model_len)
 
     def configure(self, k: int, max_model_len: int) -> None:
