@@ -176,3 +176,59 @@ def test_streamed_segments_colour_what_the_draft_gave(stop):
     if stop is None:  # one byte a token here (ö within a run): what the draft gave is the accepted count
         assert len(from_draft.encode()) == result.stats.accepted_prediction_tokens
         assert "".join(t for t, f in result.segments if f) == from_draft
+
+
+def byte_fallback_tokenizer():
+    """A SentencePiece-style byte-fallback tokenizer (Llama, Mistral, Gemma): characters outside its vocabulary are
+    their UTF-8 bytes, each decoded as a U+FFFD of its own until the character is whole, so the text of a prefix of
+    the output can be longer than the whole output's text at that place."""
+    from tokenizers import Tokenizer, decoders, models as tk_models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<eos>": 0, **{c: i + 1 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz ,.")}}
+    vocab.update({f"<0x{b:02X}>": len(vocab) + b for b in range(256)})
+    tk = Tokenizer(tk_models.WordLevel(vocab, unk_token="<eos>"))
+    tk.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+
+    class ByteFallback(HFTokenizer):
+        def encode(self, text, add_special_tokens=True):
+            return [x for ch in text for x in ([vocab[ch]] if ch in vocab else
+                                               [vocab[f"<0x{b:02X}>"] for b in ch.encode()])]
+
+    return ByteFallback(PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>"))
+
+
+def cleanup_tokenizer():
+    """One character a token, with clean_up_tokenization_spaces: " ," becomes "," once the comma comes."""
+    from tokenizers import Tokenizer, decoders, models as tk_models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(tk_models.WordLevel({c: i for i, c in enumerate("<abcdefghijklmnopqrstuvwxyz .,!?'")}, unk_token="<"))
+    tk.pre_tokenizer, tk.decoder = pre_tokenizers.Split("", "isolated"), decoders.Fuse()
+    return HFTokenizer(PreTrainedTokenizerFast(tokenizer_object=tk, clean_up_tokenization_spaces=True))
+
+
+@pytest.mark.parametrize("kind", ["bytes", "byte fallback", "clean-up"])
+def test_stop_strings_fire_where_plain_decoding_fires_whatever_the_tokens_text_on_the_way(kind):
+    """Drafted output equals plain decoding's with every stop string of 1-3 characters cut from the text (and ones
+    holding U+FFFD), on tokenizers whose text of a prefix is not a prefix of the text: a character's bytes arriving
+    one a token (shown as U+FFFD each, with byte fallback), a space a clean-up drops once punctuation follows."""
+    if kind == "bytes":
+        tok, out = ByteTokenizer(), "xa€ hé , b😀b and more"
+    elif kind == "byte fallback":
+        tok, out = byte_fallback_tokenizer(), "xa€ hé , b😀b and more"
+    else:
+        tok, out = cleanup_tokenizer(), "hi a , b c . d e ! f"
+    ids = tok.encode(out, add_special_tokens=False)
+    eos = tok.eos if kind == "bytes" else 0
+    gen = Generator(ScriptedRunner(ids, 300, eos), tok)
+    stops = {out[i: i + n] for i in range(len(out)) for n in (1, 2, 3)} | {"\ufffd", "a\ufffd", "\ufffd\ufffd"}
+    for stop in sorted(stops):
+        plain = gen.generate("x", drafter="none", stop=stop, max_new_tokens=len(ids))
+        for options in ({"prediction": out, "policy": "openai"}, {"prediction": out}, {"drafter": "lookup"}):
+            stream = gen.stream("x", stop=stop, max_new_tokens=len(ids), **options)
+            streamed = "".join(c.text for c in stream)
+            r = stream.result
+            assert (r.token_ids, r.finish_reason, r.text) == (plain.token_ids, plain.finish_reason, plain.text), \
+                (stop, options)
+            assert streamed == r.text, (stop, options, streamed)

@@ -27,9 +27,9 @@ from .options import DecodeOptions
 from .runners.base import Runner
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, sizing_for
-from .spans import PredictionSpans, SpanTracker, settled_length, span_tracker
+from .spans import PredictionSpans, SpanTracker, span_tracker
 from .stopping import StopStrings
-from .text import REPLACEMENT, IncrementalText, Origins
+from .text import REPLACEMENT, IncrementalText, Origins, settled_length
 from .tokenizer import Tokenizer
 
 Message = dict[str, Any]

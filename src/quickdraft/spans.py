@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Sequence
 
 from .drafters.prediction import PredictionDrafter
-from .text import REPLACEMENT, IncrementalText
+from .text import IncrementalText, settled_length
 from .tokenizer import Tokenizer
 
 CONFIRM = 4  # tokens that a re-entry's run must reach (or the prediction's end, or the output's) to stay kept
@@ -88,14 +88,6 @@ def check(spans: PredictionSpans, prediction: str, output: str) -> str | None:
     if [k[2:] for k in sorted(spans.kept)] != sorted(k[2:] for k in spans.kept):
         return "kept ranges are not in the same order on both sides"
     return None
-
-
-def settled_length(text: IncrementalText) -> int:
-    """len(text) without the U+FFFD of a character whose bytes are not all there yet: a token boundary inside a
-    character counts as the character's start."""
-    n = len(text)
-    tail = text.since(max(0, n - 8))
-    return n - (len(tail) - len(tail.rstrip(REPLACEMENT)))
 
 
 def prediction_drafter(drafter: object) -> PredictionDrafter | None:

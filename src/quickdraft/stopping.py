@@ -1,16 +1,19 @@
 """Stop strings over token ids: find the first token whose text completes a stop string.
 
-A stop string may span token boundaries and draft blocks; the check looks at the text of the
-output near the new tokens (kept up to date a step at a time: text.py), so where it fires does not
-depend on how tokens were grouped into passes. Text is cut before the stop string; the token that completed it is the last token
-kept (the same rule for plain and drafted decoding, which is what exactness needs).
+A stop string may span token boundaries and draft blocks. The check meets a step's new tokens one at a time, as
+plain decoding meets them, and after each looks for a stop string in the text near it (kept up to date a token at
+a time: text.py), so where it fires does not depend on how tokens were grouped into passes, even where decoding a
+prefix of the output gives text that is not a prefix of the whole output's (a character whose bytes are still
+arriving, one U+FFFD per byte with a byte-fallback decoder; a space a tokenizer's clean-up drops later). Only settled
+text is searched: the U+FFFD of a character not yet complete is not text. Text is cut before the stop string; the
+token that completed it is the last token kept.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from .text import IncrementalText
+from .text import IncrementalText, settled_length
 
 
 class StopStrings:
@@ -31,15 +34,12 @@ class StopStrings:
         if out is not self._out or len(self._text.tokens) != first_new:  # another output: follow it from its start
             self._text, self._out = IncrementalText(self.decode, self.local), out
             self._text.extend(out[:first_new])
-        before = len(self._text)
-        self._text.extend(out[first_new:])
-        start = max(0, before - self.longest)
-        if self.find(self._text.since(start)) is None:  # only the text the new tokens can have completed
-            return None
-        for keep in range(first_new + 1, len(out) + 1):  # earliest token that completes one (once a request)
-            if self.find(self.decode(out[:keep]), start) is not None:
+        for keep in range(first_new + 1, len(out) + 1):  # each new token, as plain decoding meets it
+            start = max(0, settled_length(self._text) - self.longest)  # the text this token can have completed
+            self._text.extend(out[keep - 1 : keep])
+            if self.find(self._text.since(start)[: settled_length(self._text) - start]) is not None:
                 return keep
-        return len(out)
+        return None
 
     def find(self, text: str, start: int = 0) -> int | None:
         """Index in text where the earliest stop string begins, or None."""

@@ -79,6 +79,14 @@ class IncrementalText:
             self._tail = ""
 
 
+def settled_length(text: IncrementalText) -> int:
+    """len(text) without the U+FFFD of a character whose bytes are not all there yet: a token boundary inside a
+    character counts as the character's start."""
+    n = len(text)
+    tail = text.since(max(0, n - 8))
+    return n - (len(tail) - len(tail.rstrip(REPLACEMENT)))
+
+
 class Origins:
     """Where the output's text changes origin, draft-accepted (True) or the target's own (False), as
     character offsets: to split streamed pieces and the final text into coloured segments.
