@@ -57,13 +57,8 @@ def streamed(chunks: list) -> PredictionSpans:
     """The pieces the chunks carried, joined, kept ranges that touch merged (as the result's are)."""
     spans = PredictionSpans()
     for chunk in chunks:
-        piece = chunk.prediction_spans
-        if piece is None:
-            continue
-        for k in piece.kept:
-            spans.add_kept(*k)
-        spans.inserted += piece.inserted
-        spans.dropped += piece.dropped
+        if chunk.prediction_spans is not None:
+            spans.join(chunk.prediction_spans)
     return spans
 
 
@@ -187,7 +182,7 @@ def edits(draw):
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(output=edits(), prediction=edits(), policy=st.sampled_from(["default", "openai"]),
        drafter=st.sampled_from(["prediction", "prediction+lookup"]), max_new_tokens=st.sampled_from([1000, 20]),
-       stop=st.sampled_from([[], ["é"], ["ab", "\n"]]), temperature=st.sampled_from([0.0, 1.0]))
+       stop=st.sampled_from([[], ["é"], ["ab", "\n"], ["@@@@@"]]), temperature=st.sampled_from([0.0, 1.0]))
 def test_every_run_gives_a_valid_alignment(output, prediction, policy, drafter, max_new_tokens, stop, temperature):
     stream = scripted(output).stream("hi", prediction=prediction, policy=policy, drafter=drafter, stop=stop,
                                      max_new_tokens=max_new_tokens, sampling=SamplingParams(temperature, seed=1))

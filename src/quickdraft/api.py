@@ -52,7 +52,8 @@ class Chunk:
     drafted: int = 0  # draft tokens the target checked in this step (accepted: sum(from_draft))
     segments: tuple[tuple[str, bool], ...] = ()
     # the prediction's spans that became final with this chunk (spans.py): each kept or inserted range ends within
-    # the text released so far (a kept range may continue in the next chunk's); None: none did, or no prediction
+    # the text released so far, and may continue in the next chunk's (PredictionSpans.join puts them together);
+    # None: none did, or no prediction
     prediction_spans: PredictionSpans | None = None
 
 

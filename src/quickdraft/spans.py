@@ -67,6 +67,21 @@ class PredictionSpans:
         else:
             self.kept.append((pred_start, pred_end, out_start, out_end))
 
+    def add_inserted(self, out_start: int, out_end: int) -> None:
+        """Append an inserted range, merged into the last one where they touch."""
+        if self.inserted and self.inserted[-1][1] == out_start:
+            self.inserted[-1] = (self.inserted[-1][0], out_end)
+        else:
+            self.inserted.append((out_start, out_end))
+
+    def join(self, piece: "PredictionSpans") -> None:
+        """Add a later piece of the same spans (a streamed chunk's), ranges that touch merged."""
+        for k in piece.kept:
+            self.add_kept(*k)
+        for r in piece.inserted:
+            self.add_inserted(*r)
+        self.dropped += piece.dropped
+
     def empty(self) -> bool:
         return not (self.kept or self.inserted or self.dropped)
 
@@ -267,7 +282,7 @@ class SpanTracker:
             if op.tag == "kept":
                 spans.add_kept(op.pred_start + lo - op.out_start, op.pred_start + hi - op.out_start, lo, hi)
             else:
-                spans.inserted.append((lo, hi))
+                spans.add_inserted(lo, hi)
             self._sent = hi
             if hi < op.out_end:
                 break
@@ -284,7 +299,7 @@ class SpanTracker:
             if op.tag == "kept":
                 spans.add_kept(*op[1:])
             elif op.tag == "inserted":
-                spans.inserted.append((op.out_start, op.out_end))
+                spans.add_inserted(op.out_start, op.out_end)
             else:
                 spans.dropped.append((op.pred_start, op.pred_end))
         return spans
