@@ -179,6 +179,23 @@ def test_token_and_context_limits(tiny):
     assert [t for s in steps for t in s.tokens] == ref[:10] and steps[-1].finish_reason == "length"
 
 
+def test_a_draft_model_with_a_shorter_context_drafts_where_it_fits_and_stops_there(tiny):
+    """A prompt longer than the draft model's context: nothing drafted, plain decoding's tokens; a prompt that fits
+    drafts until the draft model's context is full, then the target goes on alone."""
+    from quickdraft.drafters.ouroboros import OuroborosConfig, OuroborosDrafter
+    from quickdraft.drafters.phrase_pool import PhrasePool
+
+    for prompt_len in (40, 20):
+        prompt = prompt_of(prompt_len, seed=11)
+        ref = reference_greedy(tiny, prompt, N)
+        for d in (drafter(HFRunner(tiny, max_context=30)),
+                  OuroborosDrafter(HFRunner(tiny, max_context=30), PhrasePool(), OuroborosConfig())):
+            steps = list(generate(HFRunner(tiny), prompt, Limits(N), d))
+            assert [t for s in steps for t in s.tokens] == ref, (prompt_len, type(d).__name__)
+            drafted = sum(len(s.verdict.draft) for s in steps)
+            assert (drafted == 0) == (prompt_len == 40), (prompt_len, drafted)
+
+
 @pytest.mark.parametrize("ratio", [0.06, 0.3])
 @pytest.mark.parametrize("scale", [0.35, 1.0])
 def test_drafts_trimmed_by_confidence_keep_the_output_exact(tiny, ratio, scale):
