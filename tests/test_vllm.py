@@ -320,6 +320,22 @@ def test_every_integer_of_a_request_is_bounded_at_any_depth():
     assert patches.check_ranges(fake_request(flag=True, text="9" * 30)) is None
 
 
+def test_a_plugin_that_fails_to_patch_leaves_vllm_starting_and_the_proposer_refused(monkeypatch, caplog):
+    import quickdraft.vllm as plugin
+    from quickdraft.vllm import versions
+
+    monkeypatch.setattr(versions, "vllm_version", lambda: versions.TESTED_VERSIONS[0])
+    monkeypatch.setitem(patches._state, "applied", False)
+    monkeypatch.setattr(patches, "_patch_engine_args", lambda: None)
+    monkeypatch.setattr(patches, "_patch_requests", lambda: None)
+    monkeypatch.setattr(patches, "_patch_usage", lambda: 1 / 0)
+    plugin.register()  # no exception: vLLM goes on starting
+    assert "could not patch this vLLM" in caplog.text and not patches._state["applied"]
+    with pytest.raises(RuntimeError, match="did not load in this process"):
+        Proposer(SimpleNamespace(speculative_config=SimpleNamespace(num_speculative_tokens=8),
+                                 model_config=SimpleNamespace(max_model_len=64)))
+
+
 def test_the_proposer_refuses_to_start_where_the_plugin_did_not_load(monkeypatch):
     """A server whose workers leave the plugin out (VLLM_PLUGINS) fails at start, not at its first request."""
     from quickdraft.vllm import versions

@@ -36,7 +36,11 @@ def register() -> None:
         return
     from . import patches
 
-    patches.apply()
+    try:
+        patches.apply()
+    except Exception:  # vLLM calls plugins without a try: a failure here must not stop a vLLM that never asked
+        _log.exception("quickdraft's vLLM plugin could not patch this vLLM; it is inactive, and quickdraft's Proposer "
+                       "will refuse to start")
 
 
 def __getattr__(name: str):  # quickdraft.vllm.Proposer, imported only where vLLM asks for it

@@ -73,11 +73,11 @@ _state = {"applied": False, "proposer": False}  # per process: patched yet; quic
 def apply() -> None:
     if _state["applied"]:
         return
-    _state["applied"] = True
     _patch_engine_args()
     _patch_requests()
     _patch_usage()
     _patch_runner()
+    _state["applied"] = True  # only once all took: quickdraft's Proposer refuses to start otherwise
 
 
 # -- engine configuration --------------------------------------------------------------------------

@@ -153,8 +153,8 @@ class Proposer:
 
         if not _state["applied"]:  # fail at start, not at the first request (propose needs the runner patches hand it)
             raise RuntimeError("quickdraft's vLLM proposer is configured, but the quickdraft plugin did not load in "
-                               "this process (VLLM_PLUGINS leaves it out?): allow the plugin 'quickdraft', or reinstall "
-                               "quickdraft")
+                               "this process (VLLM_PLUGINS leaves it out?) or could not patch this vLLM (its log says why): "
+                               "allow the plugin 'quickdraft', or reinstall quickdraft")
         self.configure(vllm_config.speculative_config.num_speculative_tokens, vllm_config.model_config.max_model_len)
 
     def configure(self, k: int, max_model_len: int) -> None:
