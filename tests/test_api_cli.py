@@ -169,9 +169,13 @@ def test_cli_prompt_from_file_and_plain_output(tiny_folder, tmp_path, capsys):
         (["--model", "no-such-model", "--temperature", "0.8", "--seed", str(2**70), "hi"], "seed must be an integer in"),
         (["--model", "no-such-model", "--temperature", "inf", "hi"], "temperature must be a finite number"),
         (["--system", "be brief", "hi"], "this model's tokenizer has no chat template"),
+        # a draft model's bad name before the target is pulled (an alias not cached yet: a download)
+        (["--model", "smollm2-135m", "--draft-model", "/nonexistent/draft", "hi"], "model file or folder not found"),
     ],
 )
-def test_cli_bad_input(tiny_folder, capsys, argv, message):
+def test_cli_bad_input(tiny_folder, capsys, monkeypatch, tmp_path, argv, message):
+    monkeypatch.setenv("QUICKDRAFT_HOME", str(tmp_path))  # no alias is cached: resolving one would pull it
+    monkeypatch.setattr("quickdraft.models.pull", lambda *a, **k: pytest.fail("a model was pulled"))
     argv = argv if "--model" in argv else ["--model", str(tiny_folder), *argv]
     code, _, err = run_cli(capsys, "generate", *argv)
     assert code == 2

@@ -51,10 +51,13 @@ def load(model: str | None = None, *, runner: str = "transformers", draft_model:
 def load_with(model: str | None, options: LoadOptions, progress: bool = True) -> Generator:
     """`load` for a LoadOptions already made (the CLI, the server and the bench make theirs first)."""
     from .drafters.draft_model import check_vocabularies
-    from .models import DEFAULT_MODEL
+    from .models import DEFAULT_MODEL, check_name
 
     name = model or DEFAULT_MODEL
     o = options
+    for given in (name, o.draft_model):  # both names before either model is pulled or converted
+        if given is not None:
+            check_name(given)
     target = _Opened(o.runner, name, o, progress)
     draft = None if o.draft_model is None else _Opened(o.draft_runner or o.runner, o.draft_model, o, progress)
     if draft is not None:

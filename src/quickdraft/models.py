@@ -361,6 +361,16 @@ def gguf_file(model: str, progress: bool = True) -> Path:
     raise _unknown(model)
 
 
+def check_name(model: str) -> None:
+    """Raise what resolve would for a name that is neither an alias nor an existing file or folder, without
+    pulling or converting anything (so that a second model's bad name is found before the first is pulled)."""
+    if model in ALIASES or Path(model).expanduser().exists():
+        return
+    if _looks_like_path(model):
+        raise ModelError(f"model file or folder not found: {Path(model).expanduser()}")
+    raise _unknown(model)
+
+
 def _looks_like_path(model: str) -> bool:
     return "/" in model or os.sep in model or model.startswith("~") or model.lower().endswith(".gguf")
 
