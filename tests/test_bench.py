@@ -20,6 +20,7 @@ from conftest import OUROBOROS_RESULTS, load_script, save_char_model
 
 from quickdraft import cli
 from quickdraft.bench import harness, methods, report, study, workloads
+from quickdraft.bench import rows as rows_mod
 from quickdraft.errors import QuickdraftError
 from quickdraft.drafters.prediction import PredictionConfig
 
@@ -484,6 +485,19 @@ def test_a_resumed_run_fails_on_an_earlier_invocations_mismatch(smoke_run, bench
     err = capsys.readouterr().err
     assert "0 run(s) done" in err and code == 3
     assert f"{bad['workload']}/{bad['task']} lookup r{bad['repeat']}" in err
+
+
+def test_a_run_written_while_its_baseline_had_failed_is_compared_once_the_baseline_ran(smoke_run):
+    rows = harness.read_runs(smoke_run[0])
+    lookup = next(r for r in rows if r["method"] == "lookup" and r["identical"] is True)
+    blind = dict(lookup, identical=None, first_divergence=None)
+    wrong = dict(lookup, identical=None, first_divergence=None,
+                 output_tokens=[t[:-1] + [t[-1] + 1] for t in lookup["output_tokens"]])
+    out = rows_mod.on_own_baselines([r for r in rows if r is not lookup] + [blind])
+    assert next(r for r in out if r["method"] == "lookup" and r["task"] == lookup["task"] and
+                r["workload"] == lookup["workload"] and r["repeat"] == lookup["repeat"])["identical"] is True
+    out = rows_mod.on_own_baselines([r for r in rows if r is not lookup] + [wrong])
+    assert out[-1]["identical"] is False and out[-1]["first_divergence"] is not None
 
 
 def test_resume_refuses_other_options(smoke_run, bench_model, data):

@@ -40,7 +40,8 @@ def on_own_baselines(rows: list[dict]) -> list[dict]:
     Runs recorded before transformers' methods had their own baseline name quickdraft's "plain" as theirs, so their
     `identical` said whether transformers wrote what quickdraft's plain decoding wrote, not whether its drafting kept
     its own output. Such a row gets its tool's baseline, and `identical` and `first_divergence` are worked out again
-    from the output tokens against the first output of that baseline on the task (as the harness takes it)."""
+    from the output tokens against the first output of that baseline on the task (as the harness takes it). So is
+    `identical` of a row written while its baseline's run had failed (None then), once the baseline ran."""
     moved = []
     for r in rows:
         method = METHODS.get(r["method"])
@@ -53,7 +54,8 @@ def on_own_baselines(rows: list[dict]) -> list[dict]:
             reference.setdefault((r["workload"], r["task"], r["method"]), r["output_tokens"])
     out = []
     for old, r in zip(rows, moved):
-        if r is not old and not r.get("error") and not r.get("sampled"):
+        recheck = r is not old or (r.get("identical") is None and r.get("exact"))  # moved, or its baseline had failed
+        if recheck and not r.get("error") and not r.get("sampled"):
             ref = reference.get((r["workload"], r["task"], r["baseline"]))
             known = ref is not None and r.get("output_tokens") is not None
             r["identical"] = r["output_tokens"] == ref if known else None
