@@ -516,6 +516,14 @@ def test_resume_refuses_other_options(smoke_run, bench_model, data):
         harness.prepare(str(bench_model), "qa", "plain", smoke_run[0], data=str(data), draft_runner="vllm")
 
 
+def test_resume_takes_a_path_however_written_and_any_temperature_where_nothing_samples(smoke_run, bench_model, data):
+    assert any(r.get("sampled") for r in harness.read_runs(smoke_run[0]))
+    kw = dict(data=str(data), draft_model=str(bench_model) + "/", max_new_tokens=24, repeats=1, temperature=0.5)
+    harness.prepare(str(bench_model) + "/", "qa", "plain", smoke_run[0], **kw)  # accepted: nothing here samples
+    with pytest.raises(QuickdraftError, match="temperature: 0.7 there, 0.5 now"):
+        harness.prepare(str(bench_model), "qa", "plain,plain-sampled", smoke_run[0], **kw)
+
+
 def test_the_report_names_a_draft_models_precision_only_where_one_ran_on_transformers():
     """The setup line's draft precision: int8 where the run took the default (recorded as None), what was asked
     otherwise, and nothing where no draft model ran or the draft model ran on llama.cpp (its GGUF as it is)."""

@@ -71,9 +71,10 @@ class LoadOptions:
     def __post_init__(self) -> None:
         if self.draft_runner is not None and self.draft_model is None:
             raise QuickdraftError("draft_runner applies to a draft model: give draft_model too")
-        for what, value, least in (("max_context", self.max_context, 2), ("threads", self.threads, 1)):
+        for what, value, least, rule in (("max_context", self.max_context, 2, "an integer >= 2"),
+                                         ("threads", self.threads, 1, "a positive integer")):  # as LlamaCppConfig words it
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
-                raise QuickdraftError(f"{what} must be an integer >= {least}; got {value!r}")
+                raise QuickdraftError(f"{what} must be {rule}; got {value!r}")
         draft_runner = self.draft_runner or self.runner
         for what, kind in (("runner", self.runner), ("draft_runner", draft_runner)):
             if kind not in RUNNERS:

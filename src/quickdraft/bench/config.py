@@ -16,7 +16,7 @@ from ..options import LoadOptions
 from . import methods as methods_mod
 from . import workloads as workloads_mod
 from .methods import METHODS
-from .records import read_meta
+from .records import read_meta, read_runs
 
 # Options that decide what a row measures: a resumed run must use the same ones.
 RESUME_KEYS = ("model", "runner", "draft_model", "draft_runner", "draft_precision", "kernels", "dtype", "device", "max_new_tokens",
@@ -94,12 +94,28 @@ def prepare(model: str, workloads: str, methods: str, out: str | Path, *, data: 
     if old:
         new = resume_view(config)
         old = {**RESUME_DEFAULTS, **old}
-        diff = [k for k in RESUME_KEYS if old.get(k) != new[k]]
+
+        def same(key: str) -> bool:
+            if key in ("model", "draft_model"):  # a path however written (relative, a trailing /); an alias as is
+                return _model_key(old.get(key)) == _model_key(new[key])
+            if key == "temperature":  # only sampled runs depend on it: a run holding none, or adding none, takes any
+                return old.get(key) == new[key] or not any(METHODS[m].sampled for m in config.methods) or \
+                    not any(r.get("sampled") for r in read_runs(config.out))
+            return old.get(key) == new[key]
+
+        diff = [k for k in RESUME_KEYS if not same(k)]
         if diff:
             detail = "; ".join(f"{k}: {old.get(k)!r} there, {new[k]!r} now" for k in diff)
             raise QuickdraftError(f"{config.out} holds runs made with other options ({detail}): "
                                   "use another --out, or the same options to resume")
     return config
+
+
+def _model_key(name: str | None) -> str | None:
+    """A model name as resumes compare it: an existing path resolved, anything else (an alias) as given."""
+    if name is None or not Path(name).expanduser().exists():
+        return name
+    return str(Path(name).expanduser().resolve())
 
 
 def resume_view(config: BenchConfig) -> dict[str, Any]:
