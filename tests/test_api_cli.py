@@ -160,9 +160,10 @@ def test_cli_prompt_from_file_and_plain_output(tiny_folder, tmp_path, capsys):
         # checked before the model is looked for, let alone loaded (an alias not cached yet is a download)
         (["--model", "no-such-model", "--drafter", "prediction", "hi"], "needs a prediction"),
         (["--model", "no-such-model", "--drafter", "lookup", "--prediction", __file__, "hi"], "would ignore it"),
-        (["--model", "no-such-model", "--draft-length", "4", "hi"], "--draft-length applies to a draft model"),
-        (["--model", "no-such-model", "--drafter", "lookup", "--draft-length", "4", "hi"], "drafter 'lookup' has none"),
-        (["--model", "no-such-model", "--ouroboros", "gamma=4", "hi"], "--ouroboros sets the ouroboros drafter"),
+        (["--model", "no-such-model", "--draft-length", "4", "hi"],
+         "draft settings were given, but this request drafts with 'lookup'"),
+        (["--model", "no-such-model", "--ouroboros", "gamma=4", "hi"], "ouroboros settings were given"),
+        (["--model", "no-such-model", "--policy", "openai", "hi"], "policy 'openai' applies to a prediction"),
         (["--model", "no-such-model", "--system", "be brief", "--chat", "no", "hi"], "--system is a chat message"),
         (["--model", "no-such-model", "--max-context", "-5", "hi"], "max_context must be an integer >= 2"),
         (["--model", "no-such-model", "--draft-runner", "llama.cpp", "hi"], "draft_runner applies to a draft model"),

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -272,13 +273,19 @@ def test_resume_adds_no_rows_and_report_rebuilds(smoke_run, bench_model, data, c
     assert len(harness.read_meta(out)["invocations"]) == 2
 
 
-def test_a_mismatch_is_reported_as_a_failure(smoke_run, tmp_path):
+def with_a_mismatch(smoke_run, tmp_path, method: str, at: int) -> tuple[Path, dict]:
+    """A copy of the smoke run whose first row of `method` differs from its baseline at token `at`: (folder, row)."""
     out = tmp_path / "copy"
     shutil.copytree(smoke_run[0], out)
     rows = harness.read_runs(out)
-    bad = next(r for r in rows if r["method"] == "lookup")
-    bad.update(identical=False, first_divergence=3)
+    bad = next(r for r in rows if r["method"] == method)
+    bad.update(identical=False, first_divergence=at)
     (out / harness.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out, bad
+
+
+def test_a_mismatch_is_reported_as_a_failure(smoke_run, tmp_path):
+    out, bad = with_a_mismatch(smoke_run, tmp_path, "lookup", 3)
     text = (report.build(out)).read_text()
     assert "FAILED: 1 run(s) of quickdraft methods differ" in text and "🔴" in text
     assert f"| {bad['workload']} | {bad['task']} | lookup |" in text
@@ -288,12 +295,8 @@ def test_a_mismatch_is_reported_as_a_failure(smoke_run, tmp_path):
 def test_another_tools_mismatch_is_shown_apart_from_quickdrafts(smoke_run, tmp_path):
     """transformers' or llama.cpp's drafted output differing from their own plain output is shown in red, as
     theirs: quickdraft's exactness verdict still stands."""
-    out = tmp_path / "copy"
-    shutil.copytree(smoke_run[0], out)
+    out, bad = with_a_mismatch(smoke_run, tmp_path, "hf-prompt-lookup", 5)
     rows = harness.read_runs(out)
-    bad = next(r for r in rows if r["method"] == "hf-prompt-lookup")
-    bad.update(identical=False, first_divergence=5)
-    (out / harness.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = (report.build(out)).read_text()
     assert "FAILED: 1 run(s) of other tools' exact methods differ" in text
     assert f"| {bad['workload']} | {bad['task']} | hf-prompt-lookup | 0 | 5 |" in text
@@ -473,12 +476,7 @@ def test_a_row_cut_short_by_a_crash_is_dropped_and_the_next_row_starts_a_line(sm
 
 
 def test_a_resumed_run_fails_on_an_earlier_invocations_mismatch(smoke_run, bench_model, data, tmp_path, capsys):
-    out = tmp_path / "copy"
-    shutil.copytree(smoke_run[0], out)
-    rows = harness.read_runs(out)
-    bad = next(r for r in rows if r["method"] == "lookup")
-    bad.update(identical=False, first_divergence=3)
-    (out / harness.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, bad = with_a_mismatch(smoke_run, tmp_path, "lookup", 3)
     with one_thread():
         code = cli.main([*SMOKE, "--model", str(bench_model), "--draft-model", str(bench_model), "--out", str(out),
                          "--data", str(data)])

@@ -17,8 +17,7 @@ from .acceptance import Acceptance
 from .core import Stats
 from .drafters.base import Drafter
 from .drafters.build import build_drafter, check_drafter, resolve_auto
-from .drafters.lookup import LookupConfig
-from .drafters.draft_model import DraftModelConfig, DraftModelDrafter
+from .drafters.draft_model import DraftModelDrafter
 from .drafters.phrase_pool import PhrasePool
 from .drafters.ouroboros import OuroborosConfig, OuroborosDrafter
 from .engine import Limits, check_prompt, generate as engine_generate
@@ -86,20 +85,6 @@ def text_parts(value: Any, what: str) -> str:
     except UnicodeEncodeError as e:  # a lone surrogate (bytes read with errors="surrogateescape"): no token holds it
         raise QuickdraftError(f"{what} is not valid Unicode text: {e.reason} at character {e.start}") from None
     return value
-
-
-def unused_settings(options: DecodeOptions, drafter: str, has_prediction: bool) -> None:
-    """Refuse a drafter's settings given to a request that drafts without that drafter (drafter: the name "auto"
-    resolved to): they would change nothing, and a caller who set them expects them to."""
-    used = {"lookup": drafter in ("lookup", "prediction+lookup"), "draft": drafter == "draft-model",
-            "ouroboros": drafter == "ouroboros"}
-    defaults = {"lookup": LookupConfig(), "draft": DraftModelConfig(), "ouroboros": OuroborosConfig()}
-    for name, default in defaults.items():
-        if getattr(options, name) != default and not used[name]:
-            raise QuickdraftError(f"{name} settings were given, but this request drafts with {drafter!r}, which does "
-                                  f"not use them")
-    if options.policy != "default" and not has_prediction:
-        raise QuickdraftError(f"policy {options.policy!r} applies to a prediction, and this request has none")
 
 
 class Generator:
@@ -181,7 +166,7 @@ class Generator:
         check_drafter(options.drafter, pred_text is not None, self.draft_runner is not None)
         drafter = resolve_auto(options.drafter, pred_text is not None, self.draft_runner is not None,
                                options.policy)
-        unused_settings(options, drafter, pred_text is not None)
+        options.check_settings_used(drafter, pred_text is not None)
         if drafter == "draft-model":
             return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, options.sampling, options.draft)
         if drafter == "ouroboros":

@@ -93,12 +93,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     # each pay the prefill a request of their own would (the output is the same either way)
     load_options = _load_options(args)
     options.check_load(load_options, has_prediction=prediction is not None)
-    if args.draft_length != "auto" and options.drafter not in ("draft-model", "auto"):
-        raise QuickdraftError(f"--draft-length applies to the draft model's drafts; drafter {options.drafter!r} has none")
-    if args.draft_length != "auto" and load_options.draft_model is None:
-        raise QuickdraftError("--draft-length applies to a draft model: pass --draft-model ALIAS|PATH")
-    if args.ouroboros and options.drafter != "ouroboros":
-        raise QuickdraftError(f"--ouroboros sets the ouroboros drafter's options; the drafter is {options.drafter!r}")
     if args.system and args.chat == "no":
         raise QuickdraftError("--system is a chat message: it needs --chat auto or yes")
     from .loading import load_with

@@ -239,13 +239,32 @@ class DecodeOptions:
     def check_load(self, load: LoadOptions, has_prediction: bool | None = None) -> None:
         """What these options need of the loaded models (and of the request, where has_prediction says whether it
         has a prediction), checked against the load options before loading."""
-        from .drafters.build import NEEDS_DRAFT_MODEL, check_drafter
+        from .drafters.build import NEEDS_DRAFT_MODEL, check_drafter, resolve_auto
 
         if self.drafter in NEEDS_DRAFT_MODEL and load.draft_model is None:
             raise QuickdraftError(f"drafter {self.drafter!r} needs a draft model: pass --draft-model ALIAS|PATH "
                                   "(library: load(..., draft_model=...))")
         if has_prediction is not None:
             check_drafter(self.drafter, has_prediction, load.draft_model is not None)
+            self.check_settings_used(resolve_auto(self.drafter, has_prediction, load.draft_model is not None,
+                                                  self.policy), has_prediction)
+
+    def check_settings_used(self, drafter: str, has_prediction: bool) -> None:
+        """Refuse a drafter's settings given to a request that drafts without that drafter (drafter: the name "auto"
+        resolved to): they would change nothing, and a caller who set them expects them to."""
+        from .drafters.draft_model import DraftModelConfig
+        from .drafters.lookup import LookupConfig
+        from .drafters.ouroboros import OuroborosConfig
+
+        used = {"lookup": drafter in ("lookup", "prediction+lookup"), "draft": drafter == "draft-model",
+                "ouroboros": drafter == "ouroboros"}
+        defaults = {"lookup": LookupConfig(), "draft": DraftModelConfig(), "ouroboros": OuroborosConfig()}
+        for name, default in defaults.items():
+            if getattr(self, name) != default and not used[name]:
+                raise QuickdraftError(f"{name} settings were given, but this request drafts with {drafter!r}, which "
+                                      "does not use them")
+        if self.policy != "default" and not has_prediction:
+            raise QuickdraftError(f"policy {self.policy!r} applies to a prediction, and this request has none")
 
 
 def _stop_tuple(stop: Any) -> tuple[str, ...]:
