@@ -291,10 +291,10 @@ def _patch_requests() -> None:
 
     async def _check_model(self, request):
         if not isinstance(request, (ChatCompletionRequest, CompletionRequest)):
-            if quickdraft_fields(request):  # e.g. /v1/chat/completions/batch, which copies them into each conversation
+            if fields := quickdraft_fields(request):  # /v1/chat/completions/batch copies them into each conversation
                 return self.create_error_response(
-                    f"'{quickdraft_fields(request)[0]}' is not supported on this endpoint: send each conversation to "
-                    "/v1/chat/completions as a request of its own", param=quickdraft_fields(request)[0])
+                    f"'{fields[0]}' is not supported on this endpoint: send each conversation to /v1/chat/completions "
+                    "as a request of its own", param=fields[0])
             return await check_model(self, request)
         if problem := check_ranges(request) or check_request(request, self.model_config.max_model_len):  # cheap first
             return self.create_error_response(problem[1], param=problem[0])
