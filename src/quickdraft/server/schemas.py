@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -269,9 +269,18 @@ class CompletionRequest(BaseRequest):
     best_of: Any = None
 
 
-# Unimplemented OpenAI parameters, and the values at which they change nothing.
-NOOP: dict[str, tuple[Any, ...]] = {
-    "frequency_penalty": (0,), "presence_penalty": (0,), "logit_bias": ({},),
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _zero_bias(value: Any) -> bool:
+    """A logit_bias that biases no logit: {} or every bias 0."""
+    return isinstance(value, dict) and all(_number(b) and b == 0 for b in value.values())
+
+
+# Unimplemented OpenAI parameters, and the values at which they change nothing (or a test of such a value).
+NOOP: dict[str, tuple[Any, ...] | Callable[[Any], bool]] = {
+    "frequency_penalty": (0,), "presence_penalty": (0,), "logit_bias": _zero_bias,
     "logprobs": (False,), "top_logprobs": (0,), "tools": ([],), "tool_choice": ("none",),
     "parallel_tool_calls": (), "functions": ([],), "function_call": ("none",),
     "response_format": ({"type": "text"},), "modalities": (["text"],), "audio": (), "reasoning_effort": (),
@@ -281,21 +290,17 @@ NOOP: dict[str, tuple[Any, ...]] = {
 }
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 MESSAGE_NOOP: dict[str, tuple[Any, ...]] = {"refusal": (), "tool_calls": ([],), "function_call": (), "audio": (),
                                              "annotations": ([],)}
 
 
-def _is_noop(value: Any, allowed: tuple[Any, ...]) -> bool:
+def _is_noop(value: Any, allowed: tuple[Any, ...] | Callable[[Any], bool]) -> bool:
     """A number matches a number of the same value (0.0 is 0); anything else needs its own JSON type too, since
     0 == False in Python but `logprobs: 0` is not `logprobs: false` in JSON."""
     if value is None:
         return True
-    if allowed is NOOP["logit_bias"] and isinstance(value, dict):  # a bias of 0 changes no logit
-        return all(_number(b) and b == 0 for b in value.values())
+    if callable(allowed):
+        return allowed(value)
     return any(value == a and (_number(value) and _number(a) or type(value) is type(a)) for a in allowed)
 
 
