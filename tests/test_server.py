@@ -420,6 +420,10 @@ BAD = [
     (CHAT, _with(OK_CHAT, model="gpt-4o"), 404, "model", "does not exist"),
     (CHAT, _with(OK_CHAT, messages=[{"role": "user", "content": "x" * 600}]), 400, None, "context holds 512"),
     (CHAT, _with(OK_CHAT, logprobs=True), 400, "logprobs", "not supported by this server"),
+    (CHAT, _with(OK_CHAT, safety_identifier="x" * 65), 400, "safety_identifier", "at most 64"),
+    (CHAT, _with(OK_CHAT, safety_identifier=7), 400, "safety_identifier", "expected a string"),
+    (CHAT, _with(OK_CHAT, prompt_cache_key=["k"]), 400, "prompt_cache_key", "expected a string"),
+    (COMPLETIONS, _with(OK_COMPLETION, safety_identifier="u"), 400, "safety_identifier", "Unrecognized request"),
     (CHAT, _with(OK_CHAT, tools=[{"type": "function", "function": {"name": "f"}}]), 400, "tools", "not supported"),
     (CHAT, _with(OK_CHAT, response_format={"type": "json_object"}), 400, "response_format", "not supported"),
     (CHAT, _with(OK_CHAT, prediction=PRED, n=2), 400, "n", "Predicted Outputs does not support n > 1"),
@@ -504,7 +508,7 @@ JSON_VALUES = st.recursive(
 )
 FIELDS = ["model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop",
           "seed", "stream", "stream_options", "n", "user", "prediction", "quickdraft", "logprobs", "tools",
-          "presence_penalty", "echo", "nonsense"]
+          "presence_penalty", "echo", "safety_identifier", "prompt_cache_key", "nonsense"]
 GOOD_VALUES = {
     "model": st.just("tiny"), "max_tokens": st.integers(1, 6), "max_completion_tokens": st.integers(1, 6),
     "messages": st.just([{"role": "user", "content": "hi"}]), "prompt": st.sampled_from(["ab", ["cd"]]),
@@ -753,14 +757,16 @@ def test_a_draft_model_serves_exactly(chat_folder, reference):
                                                 extra_body={"quickdraft": {"draft_length": 0}})
         # Ouroboros, with the pool per model and per user
         settings = {"gamma": 6, "branches": 2, "min_joint": 0.8, "branches_by_cost": False, "scope": "user"}
-        for extension, user in (({}, None), ({"ouroboros": settings}, "u7")):
+        for extension, user in (({}, {}), ({"ouroboros": settings}, {"user": "u7"}),
+                                ({"ouroboros": settings}, {"safety_identifier": "s9", "prompt_cache_key": "k"})):
             r = client(url).chat.completions.create(
-                model="tiny", messages=messages, max_tokens=30, temperature=0, **({"user": user} if user else {}),
+                model="tiny", messages=messages, max_tokens=30, temperature=0, **user,
                 extra_body={"quickdraft": {"drafter": "ouroboros", **extension}})
             assert r.choices[0].message.content == plain.text
             assert r.model_extra["quickdraft"]["draft_forwards"] > 0
-        assert ("user:u7", OuroborosConfig(gamma=6, branches=2, min_joint=0.8, branches_by_cost=False)) in gen.phrase_pools
-        with pytest.raises(openai.BadRequestError, match="needs the request's 'user'"):
+        config = OuroborosConfig(gamma=6, branches=2, min_joint=0.8, branches_by_cost=False)
+        assert ("user:u7", config) in gen.phrase_pools and ("user:s9", config) in gen.phrase_pools
+        with pytest.raises(openai.BadRequestError, match="needs an end-user id: the request's 'user' or 'safety_identifier'"):
             client(url).chat.completions.create(model="tiny", messages=messages, max_tokens=5, extra_body={
                 "quickdraft": {"drafter": "ouroboros", "ouroboros": {"scope": "user"}}})
         for bad, field in (({"gamma": 0}, "gamma"), ({"min_joint": 1.0}, "min_joint")):

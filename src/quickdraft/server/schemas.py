@@ -255,10 +255,12 @@ class ChatCompletionRequest(BaseRequest):
     metadata: Any = None
     service_tier: Any = None
     moderation: Any = None
-    prompt_cache_key: Any = None
+    # user's two successors in OpenAI's API: an end-user id, and a key for OpenAI's prompt cache. The prefix cache
+    # here matches a request by its tokens (docs/server.md#request-fields), so it needs no key.
+    safety_identifier: str | None = Field(None, max_length=64)
+    prompt_cache_key: str | None = None
     prompt_cache_options: Any = None
     prompt_cache_retention: Any = None
-    safety_identifier: Any = None
 
 
 class CompletionRequest(BaseRequest):
@@ -285,8 +287,8 @@ NOOP: dict[str, tuple[Any, ...] | Callable[[Any], bool]] = {
     "parallel_tool_calls": (), "functions": ([],), "function_call": ("none",),
     "response_format": ({"type": "text"},), "modalities": (["text"],), "audio": (), "reasoning_effort": (),
     "verbosity": (), "web_search_options": (), "store": (False,), "metadata": ({},), "service_tier": ("auto", "default"),
-    "moderation": (), "prompt_cache_key": (), "prompt_cache_options": (), "prompt_cache_retention": (),
-    "safety_identifier": (), "echo": (False,), "suffix": (), "best_of": (1,),
+    "moderation": (), "prompt_cache_options": (), "prompt_cache_retention": (),
+    "echo": (False,), "suffix": (), "best_of": (1,),
 }
 
 
@@ -329,9 +331,11 @@ def refuse_unsupported(req: BaseRequest) -> None:
 def _pool_scope(req: BaseRequest, ext: QuickdraftOptions) -> str:
     if ext.ouroboros is None or ext.ouroboros.scope == "model":
         return ""
-    if not req.user:
-        raise QuickdraftError("quickdraft.ouroboros.scope 'user' needs the request's 'user' field (an end-user id)")
-    return "user:" + req.user
+    user = req.user or (req.safety_identifier if isinstance(req, ChatCompletionRequest) else None)
+    if not user:
+        raise QuickdraftError("quickdraft.ouroboros.scope 'user' needs an end-user id: the request's 'user' or "
+                              "'safety_identifier' field")
+    return "user:" + user
 
 
 def decode_options(req: BaseRequest, *, default_max_tokens: int) -> DecodeOptions:
