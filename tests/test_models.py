@@ -319,6 +319,25 @@ def test_failed_conversion_leaves_nothing(monkeypatch, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name != "home"] == ["m.gguf"]
 
 
+@pytest.mark.parametrize("in_cache", [True, False])
+def test_a_damaged_model_folder_is_named_and_a_cached_one_says_how_to_redo_it(tiny_folder, quickdraft_home, tmp_path,
+                                                                             in_cache):
+    """A folder whose weights are cut short (a full disk, a killed conversion) fails in transformers; the error names
+    the folder, and where quickdraft converted it into its cache, how to make it again."""
+    import quickdraft
+
+    alias = "smollm2-135m"  # its conversion is found in the (empty, temporary) cache: nothing is pulled
+    folder = quickdraft_home / alias / "hf" if in_cache else tmp_path / "mine"
+    shutil.copytree(tiny_folder, folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(ModelError, match="transformers could not load the model folder") as caught:
+        quickdraft.load(alias if in_cache else str(folder), progress=False)
+    message = str(caught.value)
+    assert str(folder) in message and "Error" in message  # the folder, and transformers' own reason
+    assert (f"delete it (rm -r {folder}) and the next load converts it again" in message) == in_cache
+
+
 def test_convert_missing_file(tmp_path):
     with pytest.raises(ModelError, match="not found"):
         models.convert(tmp_path / "absent.gguf", tmp_path / "out", progress=False)

@@ -99,7 +99,8 @@ class _Opened:
 
             self.path = models.resolve(name, progress=progress)
             hf_logging.disable_progress_bar()  # loading a converted folder takes seconds: no bar needed
-            self.hf_tok = AutoTokenizer.from_pretrained(self.path)
+            with models.loading_from(self.path):
+                self.hf_tok = AutoTokenizer.from_pretrained(self.path)
 
     def vocab(self) -> dict[str, int]:
         return self.llm.get_vocab() if self.kind == "llama.cpp" else self.hf_tok.get_vocab()
@@ -113,12 +114,15 @@ class _Opened:
 
         from .tokenizer import HFTokenizer
 
+        from .models import loading_from
+
         try:
             eos = GenerationConfig.from_pretrained(self.path).eos_token_id
         except OSError:  # no generation_config.json: the model config's, as from_pretrained would take
             from transformers import AutoConfig
 
-            eos = GenerationConfig.from_model_config(AutoConfig.from_pretrained(self.path)).eos_token_id
+            with loading_from(self.path):
+                eos = GenerationConfig.from_model_config(AutoConfig.from_pretrained(self.path)).eos_token_id
         return HFTokenizer(self.hf_tok, [] if eos is None else ([eos] if isinstance(eos, int) else list(eos)))
 
     def runner(self, draft_precision: str | None = None, dtype: str = "fp32") -> Runner:
@@ -131,6 +135,7 @@ class _Opened:
         import torch
         from transformers import AutoModelForCausalLM
 
+        from .models import loading_from
         from .runners.hf import HFRunner
         from .runners.kernels import quantize_for_drafting, use_kernels
         from .runners.load import exact_runner, lean_checked
@@ -138,7 +143,8 @@ class _Opened:
         if draft_precision is None:  # the target: exact by construction (runners/invariance.py)
             return exact_runner(self.path, {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype], self.max_context,
                                 self.kernels, progress=self.progress, device=self.device)
-        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32).to(self.device)
+        with loading_from(self.path):
+            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32).to(self.device)
         model = quantize_for_drafting(model, draft_precision)
         if draft_precision != "int8":  # int8 Linear layers run their own kernels
             use_kernels(model, self.kernels)

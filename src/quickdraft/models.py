@@ -46,7 +46,7 @@ from .model_catalogue import ALIASES, DEFAULT_MODEL, PackagedModel
 
 __all__ = [
     "ALIASES", "DEFAULT_MODEL", "ModelEntry", "PackagedModel",
-    "convert", "gguf_file", "home", "list_models", "pull", "remove", "resolve",
+    "convert", "gguf_file", "home", "list_models", "loading_from", "pull", "remove", "resolve",
 ]
 
 _CHUNK = 1 << 20  # 1 MiB: copy/hash block, and the size of each end sampled by the .gguf key
@@ -338,6 +338,23 @@ def resolve(model: str, progress: bool = True) -> Path:
     if _looks_like_path(model):
         raise ModelError(f"model file or folder not found: {path}")
     raise _unknown(model)
+
+
+@contextlib.contextmanager
+def loading_from(path: Path) -> Iterator[None]:
+    """Turn transformers' exception while it reads `path` (a folder `resolve` gave) into a ModelError that names the
+    folder; where the folder is a conversion in the cache, it also says how to make it again, since a damaged one
+    (a full disk, a killed process, a file edited by hand) would otherwise fail the same way on every load."""
+    try:
+        yield
+    except ModelError:
+        raise
+    except Exception as exc:
+        message = f"transformers could not load the model folder {path} ({type(exc).__name__}: {exc})"
+        if Path(path).resolve().is_relative_to(home().resolve()):
+            message += (f". quickdraft converted this folder into its cache from a verified GGUF; it is damaged: "
+                        f"delete it (rm -r {shlex.quote(str(path))}) and the next load converts it again")
+        raise ModelError(message) from exc
 
 
 def gguf_file(model: str, progress: bool = True) -> Path:

@@ -85,8 +85,11 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
     blocks, invariance.fixed_rows_here, and the check runs there)."""
     from transformers import AutoModelForCausalLM
 
+    from ..models import loading_from
+
     rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows).to(device)
+    with loading_from(path):
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows).to(device)
     use_kernels(model, kernels)
     alternative = None if kernels == "onednn" else unpacked  # "onednn" asked: packed only
     make_row_invariant(model, alternative, remember=kept_probe(alternative))
