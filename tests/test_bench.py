@@ -651,6 +651,18 @@ def test_skip_runs_the_tasks_after_the_first_n(bench_model, data, tmp_path):
     assert "limit 2 tasks per workload after the first 2" in report.build(config.out).read_text()
 
 
+def test_the_settings_line_gives_every_invocations_limit():
+    """A run resumed with a larger --limit holds the tasks of both: the report names both limits, not the last."""
+    meta = {"config": {"max_new_tokens": 8, "data": "d"},
+            "invocations": [{"argv": ["a"], "limit": 4, "skip": 0, "repeats": 1},
+                            {"argv": ["b"], "limit": 8, "skip": 0, "repeats": 1}]}
+    settings = next(line for line in report._setup(meta, []) if line.startswith("- Settings"))
+    assert "limit 4, then 8 tasks per workload, repeats 1," in settings and "after the first" not in settings
+    meta["invocations"] = meta["invocations"][1:]
+    settings = next(line for line in report._setup(meta, []) if line.startswith("- Settings"))
+    assert "limit 8 tasks per workload, repeats 1," in settings
+
+
 def test_the_ouroboros_ablation_is_a_method_list(bench_model, data, tmp_path):
     """ouroboros_ablation.py (OUROBOROS_RESULTS): its rows are Method objects run by harness.run (no loop of its own): the
     cumulative rows end at the default configuration, and a few of them run exact against plain decoding."""

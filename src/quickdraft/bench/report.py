@@ -98,9 +98,14 @@ def _failures(rows: list[dict], errors: list[dict]) -> list[str]:
     return lines
 
 
-def _skipped(invocation: dict) -> str:
+def _each(invocations: list[dict], key: str) -> str:
+    """An invocation setting as the run's invocations gave it: '8', or '4, then 8' where a resume changed it."""
+    return ", then ".join(str(v) for v in dict.fromkeys(i.get(key) for i in invocations)) or "None"
+
+
+def _skipped(invocations: list[dict]) -> str:
     """' after the first N' where the run left out each workload's first N tasks (bench --skip)."""
-    return f" after the first {invocation['skip']}" if invocation.get("skip") else ""
+    return f" after the first {_each(invocations, 'skip')}" if any(i.get("skip") for i in invocations) else ""
 
 
 def _kernels(invocation: dict) -> str:
@@ -150,8 +155,8 @@ def _setup(meta: dict, rows: list[dict]) -> list[str]:
         if any(r.get("sampled") for r in rows):
             mode += f" (sampled methods: temperature {cfg.get('temperature')})"
         lines.append(f"- Settings: {mode}, max_new_tokens {cfg.get('max_new_tokens')}, "
-                     f"{_draft_precision(cfg)}{_kernels(last)}limit {last.get('limit')} tasks per workload{_skipped(last)}, repeats "
-                     f"{last.get('repeats')}, chat template {'applied' if meta.get('chat_template') else 'none (plain text)'}, "
+                     f"{_draft_precision(cfg)}{_kernels(last)}limit {_each(inv, 'limit')} tasks per workload"
+                     f"{_skipped(inv)}, repeats {_each(inv, 'repeats')}, chat template {'applied' if meta.get('chat_template') else 'none (plain text)'}, "
                      f"data `{cfg.get('data')}`")
     kinds = {r.get("memory_measure") for r in rows if r.get("memory_measure")}
     for k in sorted(kinds):
