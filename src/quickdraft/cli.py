@@ -378,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("names", nargs="*", help="aliases")
     m.set_defaults(func=cmd_models)
 
-    b = sub.add_parser("bench", help="benchmark methods side by side; the Predicted Outputs study (docs/benchmarks.md)")
+    b = sub.add_parser("bench", help="benchmark methods side by side; the Predicted Outputs study (docs/harness.md)")
     bsub = b.add_subparsers(dest="bench_command", required=True)
     br = bsub.add_parser("run", help="run workloads x methods x repeats into OUT/runs.jsonl (resumable), then the report")
     br.add_argument("--model", default=DEFAULT_MODEL,

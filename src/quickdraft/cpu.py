@@ -95,7 +95,7 @@ def usable_cores() -> int:
 # returns much of that memory to the system and faults it in again, where tcmalloc keeps it. The CLI's long-running
 # commands start again with tcmalloc preloaded where the library is installed, as vLLM's and PyTorch's CPU launchers
 # recommend (torch.backends.xeon.run_cpu --enable-tcmalloc); the numbers computed are the same, only the time
-# changes (measured: docs/runtime.md#allocator).
+# changes (measured: docs/cpu.md#allocator).
 TCMALLOC = "libtcmalloc_minimal.so.4"  # Debian and Ubuntu: libtcmalloc-minimal4
 TCMALLOC_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
 TCMALLOC_ENV = "QUICKDRAFT_TCMALLOC"  # "0": never preload it

@@ -380,7 +380,7 @@ def block_fit(n: int, block: int | None) -> int:
 
     Such a pass pays for whole blocks: a spill of r rows costs a block and buys r tokens at most, where a full
     block buys `block` tokens; at r <= block / 4 that does not pay even if every token is right (measured:
-    docs/runtime.md#fixed-row-blocks). A prediction's longest drafts, 64 or 128 tokens, are the usual case:
+    docs/cpu.md#fixed-row-blocks). A prediction's longest drafts, 64 or 128 tokens, are the usual case:
     with 32-row blocks, 63 verified in 2 blocks instead of 64 in 3 (127 in 4, not 128 in 5). Larger spills are
     left to the measured-cost cap (DraftSizer).
 

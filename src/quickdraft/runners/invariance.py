@@ -16,7 +16,7 @@ docs/runtime.md#row-invariance):
 
 With AMX, packed bf16 products of 16 rows or more take other kernels than smaller ones, and 16-31 rows differ
 again from 32 or more: nearly every packed shape differs by M there, while torch's own bf16 Linear differs only
-where the inner dimension is long (measured: docs/runtime.md#amx).
+where the inner dimension is long (measured: docs/cpu.md#amx).
 
 And which rows differ there depends on the data: a model whose every shape probed invariant can still give one
 row of a long pass other bits than a one-token pass, with equal inputs, where the load's check did not look.
@@ -27,7 +27,7 @@ So the runner (load.exact_runner) loads its own eager attention and makes its Li
 - with AMX, in bf16: every Linear in a FixedRows layer, which computes each pass in products of exactly
   FIXED_ROWS rows (zero rows filling the last), so every row of every pass takes the same product, whatever
   the data: invariant by construction, and with AMX cheaper than the padding below (measured:
-  docs/runtime.md#fixed-row-blocks);
+  docs/cpu.md#fixed-row-blocks);
 - elsewhere: exactly the layers whose shape is not invariant wrapped in a RowPadded layer, which pads a pass
   of fewer rows than the layer needs to that many (the fewest of PAD_ROWS that makes the layer invariant: 2 for
   the float32 layers above, 16 for the bf16 ones here), probed once per distinct shape at load
@@ -48,7 +48,7 @@ import torch
 from .kernels import PackedLinear, RowPadded, FixedRows, linear_layers
 
 # With AMX every bf16 Linear runs in products of this many rows (FixedRows; module docstring), chosen against 16 and
-# 64 (measured: docs/runtime.md#fixed-row-blocks)
+# 64 (measured: docs/cpu.md#fixed-row-blocks)
 FIXED_ROWS = 32
 PAD_ROWS = (2, 4, 8, 16, 32, 64)  # the paddings pad_where_needed tries, fewest rows first
 # pass sizes probed against one-row passes (129: the last token and a prediction draft of its longest, 128 tokens)
