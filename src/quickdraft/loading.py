@@ -112,9 +112,8 @@ class _Opened:
             return LlamaCppTokenizer(self.llm)
         from transformers import GenerationConfig
 
-        from .tokenizer import HFTokenizer
-
         from .models import loading_from
+        from .tokenizer import HFTokenizer
 
         try:
             eos = GenerationConfig.from_pretrained(self.path).eos_token_id
@@ -144,7 +143,8 @@ class _Opened:
             return exact_runner(self.path, {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype], self.max_context,
                                 self.kernels, progress=self.progress, device=self.device)
         with loading_from(self.path):
-            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32).to(self.device)
+            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
+        model = model.to(self.device)
         model = quantize_for_drafting(model, draft_precision)
         if draft_precision != "int8":  # int8 Linear layers run their own kernels
             use_kernels(model, self.kernels)

@@ -347,7 +347,7 @@ def loading_from(path: Path) -> Iterator[None]:
     (a full disk, a killed process, a file edited by hand) would otherwise fail the same way on every load."""
     try:
         yield
-    except ModelError:
+    except (ModelError, MemoryError):  # quickdraft's own message already; too little memory is no damage
         raise
     except Exception as exc:
         message = f"transformers could not load the model folder {path} ({type(exc).__name__}: {exc})"

@@ -89,7 +89,8 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
 
     rows = attention.register(attention.ROWS if dtype == torch.float32 else attention.NAME)
     with loading_from(path):
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows).to(device)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=rows)
+    model = model.to(device)
     use_kernels(model, kernels)
     alternative = None if kernels == "onednn" else unpacked  # "onednn" asked: packed only
     make_row_invariant(model, alternative, remember=kept_probe(alternative))
