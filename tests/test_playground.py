@@ -134,3 +134,80 @@ def test_the_drafter_menu_lists_every_drafter(page):
     from quickdraft.drafters.build import DRAFTER_NAMES
 
     assert page.eval_on_selector_all("#drafter option", "os => os.map(o => o.value)") == list(DRAFTER_NAMES)
+
+
+def test_an_edit_sends_the_file_as_prediction_only_to_drafters_that_take_one(page):
+    """lookup, draft-model and ouroboros refuse a prediction (drafters/build.check_drafter): an edit with them drafts
+    from the file in the prompt instead of failing."""
+    from quickdraft.drafters.build import DRAFTER_NAMES, NEEDS_PREDICTION
+
+    assert page.evaluate("() => TAKES_PREDICTION") == [n for n in DRAFTER_NAMES if n == "auto" or n in NEEDS_PREDICTION]
+    page.select_option("#mode", "edit")
+    page.fill("#file", "x = 1\n")
+    page.fill("#instruction", "rename x")
+    for drafter, predicted in (("lookup", False), ("auto", True), ("ouroboros", False), ("prediction+lookup", True)):
+        page.select_option("#drafter", drafter)
+        with page.expect_request(lambda r: r.method == "POST") as sent:
+            page.click("#go")
+        assert ("prediction" in sent.value.post_data_json) == predicted, drafter
+        expect(page.locator("#go")).to_be_enabled()
+
+
+def test_a_failed_request_says_so_where_it_said_waiting(page):
+    prompt_mode(page, None, "none")
+    page.fill("#max-tokens", "0")
+    page.click("#go")
+    expect(page.locator("#error")).to_contain_text("max_tokens")
+    expect(page.locator("#stats")).to_have_text("failed (the error is above)")
+    page.fill("#max-tokens", "1.5")  # sent as typed, refused by the server, not cut to 1
+    page.click("#go")
+    expect(page.locator("#error")).to_contain_text("max_tokens")
+
+
+def test_the_rate_leaves_out_the_first_steps_tokens(page):
+    """An answer drafted whole arrives in one engine step: no rate follows from it (the page once divided every token
+    by the time since that step arrived: 128,000 tokens a second for 128 tokens). The stream here is canned: one step
+    of 5 tokens, then the finish and the usage."""
+    import json
+
+    chunks = [{"choices": [{"index": 0, "text": "abcde", "finish_reason": None}],
+               "quickdraft": {"segments": [["abcde", True]], "tokens": 5, "drafted": 4, "accepted": 4}},
+              {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]},
+              {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 5, "total_tokens": 7}}]
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    page.route("**/v1/completions", lambda route: route.fulfill(status=200, body=body,
+                                                                 headers={"Content-Type": "text/event-stream"}))
+    prompt_mode(page, None, "lookup")
+    page.click("#go")
+    page.wait_for_selector("#out[data-done='1']")
+    stats = page.text_content("#stats")
+    assert stats.startswith("5 tokens in ") and "(all in the first step)" in stats and "finish: length" in stats, stats
+
+
+def test_the_page_fits_a_narrow_screen_and_long_lines_scroll(page, url):
+    assert httpx.get(url + "/favicon.ico").status_code == 204  # asked by every browser: no 404 in its console
+    page.set_viewport_size({"width": 375, "height": 700})
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 375
+    page.set_viewport_size({"width": 1200, "height": 700})
+    page.evaluate("""() => { document.getElementById('race-view').hidden = false;
+                             document.getElementById('out-plain').textContent = '0123456789'.repeat(300); }""")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1200
+
+
+def test_a_key_typed_just_before_generate_is_waited_for(browser):
+    """With --api-key the page learns the model's id only once the key is typed (GET /v1/models on the field's
+    change, as it loses focus); a click straight after must send that id, not an empty one."""
+    with serving(scripted_generator(script=SCRIPT, max_context=1024), model_name="keyed", api_key="s3cret") as keyed:
+        context = browser.new_context()
+        p = context.new_page()
+        p.goto(keyed + "/")
+        expect(p.locator("#model")).to_contain_text("needs its API key")
+        prompt_mode(p, None, "none")
+        p.fill("#max-tokens", "8")
+        p.fill("#api-key", "s3cret")
+        with p.expect_request(lambda r: r.method == "POST") as sent:
+            p.click("#go")  # the key field's change fires here, as it loses focus
+        assert sent.value.post_data_json["model"] == "keyed"
+        p.wait_for_selector("#out[data-done='1']")
+        assert p.text_content("#out") == SCRIPT[:8]
+        context.close()

@@ -131,6 +131,10 @@ def create_app(generator: Generator, *, model_name: str, api_key: str | None = N
         async def playground_page() -> HTMLResponse:
             return HTMLResponse(page, headers={"Content-Security-Policy": csp, "X-Frame-Options": "DENY"})
 
+        @app.get("/favicon.ico", include_in_schema=False)
+        async def no_icon() -> Response:  # a browser asks on every page load; a 404 would be a console error
+            return Response(status_code=204)
+
     @app.get("/health")
     async def health() -> dict[str, Any]:
         service.worker.ensure_running()  # a worker thread that died is restarted here at the latest
