@@ -184,6 +184,26 @@ def test_point_mass_has_a_one_dimensional_solution(x, bound):
     assert pi[others].tolist() == pytest.approx((P1[others].double() * (1 - lo) / (1 - px)).tolist(), abs=1e-6)
 
 
+@pytest.mark.parametrize("gap", [20.0, 36.0, 40.0, 60.0])
+@pytest.mark.parametrize("bound", [1e-6, 0.01, 0.1])
+@pytest.mark.parametrize("point", [False, True])
+def test_the_bound_holds_where_the_target_all_but_rules_out_the_draft(gap, bound, point):
+    """A draft token the target gives e^-gap (1e-16 and less: below the rounding of a sum of p near 1) is capped
+    at p(x) / alpha like any other; its mass once vanished from the capped group's sum, the search ran alpha down
+    to p(x) / q(x), and the token was emitted nearly always, KL reported 0 (a model drafting a token its target
+    rules out, or a prediction holding one)."""
+    logits_p = torch.zeros(V)
+    logits_p[1], logits_p[2:] = -gap, torch.linspace(-2, -8, V - 2)
+    p = torch.softmax(logits_p, -1)
+    q = onehot(1) if point else torch.softmax(torch.where(torch.arange(V) == 1, 0.0, -12.0), -1)
+    m = mentor(p, q, bound)
+    pi = emitted_by_rule(p, q, m)  # [V] float64
+    assert float(pi.sum()) == pytest.approx(1.0, abs=1e-9)
+    assert kl_divergence(p, pi) <= bound * (1 + 1e-6) and m.kl == pytest.approx(kl_divergence(p, pi), rel=1e-4)
+    assert float(pi[1]) <= 1 - math.exp(-bound) + 1e-6  # about what any pi within the bound may give the token
+    assert float(pi[1]) >= 0.9 * (1 - math.exp(-bound))  # and the rule still uses most of the room
+
+
 # -- the sampler ------------------------------------------------------------------------------------
 
 

@@ -104,6 +104,10 @@ class _Sorted:
         with np.errstate(divide="ignore"):  # q = 0 only ever in the raised group, where L is not used
             logs = np.where(q_np > 0, p_np * np.log(p_np / np.where(q_np > 0, q_np, 1.0)), 0.0)
         self.P = np.concatenate([[0.0], np.cumsum(p_np)])  # [n + 1]: sums over the j smallest rho
+        # [n + 1]: sums over the tokens from the j-th smallest rho on, the capped group's p. Summed from that end, not
+        # as P[n] - P[j]: the capped tokens are those the target finds least likely against the draft, and a p below
+        # P[n]'s rounding (about 1e-16) would vanish from the difference, pi(x) = p(x) / alpha with it from the KL.
+        self.P_from = np.concatenate([np.cumsum(p_np[::-1])[::-1], [0.0]])
         self.Q = np.concatenate([[0.0], np.cumsum(q_np)])
         self.L = np.concatenate([[0.0], np.cumsum(logs)])
         self.n = len(p_np)
@@ -117,12 +121,13 @@ class _Sorted:
         """
         n = self.n
         h = int(np.searchsorted(self.rho, a, side="right"))  # rho <= a: not capped
-        rest = 1.0 - (self.P[n] - self.P[h]) * a - self.Q[h]  # what the raised group must sum to: u P[m] - Q[m]
+        capped = self.P_from[h]  # the target's mass on the capped tokens
+        rest = 1.0 - capped * a - self.Q[h]  # what the raised group must sum to: u P[m] - Q[m]
         m = int(np.searchsorted(self.G[:h], rest, side="left"))  # raised: the m smallest rho (G[j] < rest)
         if m == 0:
             return 1.0, math.inf  # nothing left to raise: a too large for this pair
         u = float((rest + self.Q[m]) / self.P[m])
-        kl = -(self.P[n] - self.P[h]) * math.log(a) + (self.L[h] - self.L[m]) - self.P[m] * math.log(u)
+        kl = -capped * math.log(a) + (self.L[h] - self.L[m]) - self.P[m] * math.log(u)
         return u, max(0.0, float(kl))
 
 
