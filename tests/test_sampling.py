@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import VOCAB, MarkovRunner, assert_follows, tiny_model
-from quickdraft.acceptance import verify_sampling, verify_walk
+from quickdraft.acceptance import Acceptance, verify_sampling, verify_walk
 from quickdraft.core import Draft, Stats, Verdict
 from quickdraft.drafters.prediction import PredictionDrafter
 from quickdraft.engine import Limits, generate
@@ -167,9 +167,9 @@ def test_bad_sampling_params(kwargs, message):
 # -- the engine under sampling ------------------------------------------------------------------------
 
 
-def sampled(model, prompt, drafter=None, seed=0, n=24, stats=None, top_p=1.0):
+def sampled(model, prompt, drafter=None, seed=0, n=24, stats=None, top_p=1.0, acceptance=Acceptance()):
     params = SamplingParams(temperature=0.8, top_k=20, top_p=top_p, seed=seed)
-    steps = generate(HFRunner(model), prompt, Limits(n), drafter, stats=stats, sampling=params)
+    steps = generate(HFRunner(model), prompt, Limits(n), drafter, stats=stats, sampling=params, acceptance=acceptance)
     return [t for s in steps for t in s.tokens]
 
 
@@ -214,12 +214,18 @@ def test_a_draft_token_is_accepted_only_where_the_target_draws_it():
 SEEDED_DRAFTS = ["right", "wrong", "partly right", "lookup 2", "lookup 8"]
 
 
-@pytest.mark.parametrize("drafts", SEEDED_DRAFTS)
-@pytest.mark.parametrize("top_p", [1.0, 0.9])
-def test_seeded_sampling_with_drafts_gives_plain_samplings_tokens(drafts, top_p):
+# The rules' settings that are speculative sampling (Acceptance.lossy False): each verifies as the exact rule does
+EXACT_SETTINGS = {"exact": Acceptance(), "mentored at D = 0": Acceptance("mentored", 0.0),
+                  "thresholds of 1.0": Acceptance("threshold")}
+
+
+@pytest.mark.parametrize("drafts, top_p, rule", [(d, p, "exact") for d in SEEDED_DRAFTS for p in (1.0, 0.9)] + [
+    (d, 1.0, rule) for d in ("partly right", "lookup 8") for rule in list(EXACT_SETTINGS)[1:]])
+def test_seeded_sampling_with_drafts_gives_plain_samplings_tokens(drafts, top_p, rule):
     """Under sampling, point-mass drafts are verified by the target's own draws, one uniform per output position
     (acceptance/rejection.verify_walk): the output is plain sampling's under the same seed, token for token,
-    whatever was drafted and however long the drafts were (the sizer sizes them by measured time)."""
+    whatever was drafted and however long the drafts were (the sizer sizes them by measured time). So are they
+    under the other rules' settings that are speculative sampling."""
     from quickdraft.drafters.lookup import LookupConfig, PromptLookupDrafter
 
     model = tiny_model("llama")
@@ -234,7 +240,9 @@ def test_seeded_sampling_with_drafts_gives_plain_samplings_tokens(drafts, top_p)
             "lookup 8": lambda: PromptLookupDrafter(LookupConfig(num_tokens=8, growth=0, short_ngram=1)),
         }[drafts]()
         stats = Stats()
-        assert sampled(model, prompt, drafter, seed=seed, n=40, stats=stats, top_p=top_p) == plain
+        acceptance = EXACT_SETTINGS[rule]
+        assert not acceptance.lossy
+        assert sampled(model, prompt, drafter, seed=seed, n=40, stats=stats, top_p=top_p, acceptance=acceptance) == plain
         assert stats.draft_tokens > 0  # drafts were verified
         if drafts == "right":
             assert stats.rejected_prediction_tokens == 0 and stats.target_passes <= 3

@@ -7,6 +7,9 @@
     typical   sampling only: lossy, no bound: Medusa's typical acceptance (relaxed.py)
     threshold sampling only: lossy, no bound: SGLang's acceptance thresholds (relaxed.py)
     tree      tree drafts, exact (greedy and sampling): follow the target's own pick down the tree (tree.py)
+
+The settings of mentored and threshold that are speculative sampling (kl_bound 0; thresholds of 1.0:
+Acceptance.lossy False) verify as exact does, point masses by the target's own draws included.
 """
 
 from __future__ import annotations
@@ -83,9 +86,12 @@ def verify(draft: Draft, logits: torch.Tensor, sampling: SamplingParams, accepta
         return verify_tree(draft, logits, sampling, generator)
     if sampling.greedy:
         return verify_greedy(draft, logits)
-    if acceptance.rule == "exact" and draft.probs is None:
+    exact = not acceptance.lossy  # mentored at D = 0, thresholds of 1.0: speculative sampling, so its draws too
+    if exact and draft.probs is None:  # point masses: plain sampling's tokens under the same seed
         return verify_walk(draft, logits, sampling, generator)
     probs = probs_from_logits(logits, sampling)  # [len(draft) + 1, vocab_size]
+    if exact:
+        return verify_sampling(draft, probs, generator)
     if acceptance.rule == "mentored":
         return verify_mentored(draft, probs, generator, acceptance.kl_bound)
     if acceptance.rule == "typical":
