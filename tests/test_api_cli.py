@@ -53,6 +53,7 @@ def scripted():
         ("hi", {"drafter": "lookup", "ouroboros": OuroborosConfig(gamma=4)}, "ouroboros settings were given"),
         ("hi", {"draft": DraftModelConfig(k=3)}, "draft settings were given, but this request drafts with 'lookup'"),
         ("hi", {"policy": "openai"}, "policy 'openai' applies to a prediction"),
+        ("hi", {"drafter": "lookup", "pool_scope": "user:42"}, "pool_scope 'user:42' names an Ouroboros phrase pool"),
         ("hi", {"prediction": [{"type": "text", "text": "\ud800"}]}, "prediction is not valid Unicode text"),
     ],
 )

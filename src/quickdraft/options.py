@@ -263,6 +263,9 @@ class DecodeOptions:
             if getattr(self, name) != default and not used[name]:
                 raise QuickdraftError(f"{name} settings were given, but this request drafts with {drafter!r}, which "
                                       "does not use them")
+        if self.pool_scope and drafter != "ouroboros":
+            raise QuickdraftError(f"pool_scope {self.pool_scope!r} names an Ouroboros phrase pool, but this request "
+                                  f"drafts with {drafter!r}, which keeps none")
         if self.policy != "default" and not has_prediction:
             raise QuickdraftError(f"policy {self.policy!r} applies to a prediction, and this request has none")
 

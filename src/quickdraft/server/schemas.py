@@ -165,7 +165,10 @@ class OuroborosOptions(BaseModel):
     context: bool = OuroborosConfig.context
     warm_start: bool = OuroborosConfig.warm_start
     branches_by_cost: bool = OuroborosConfig.branches_by_cost
+    min_confidence: float = Field(OuroborosConfig.min_confidence, ge=0, lt=1, allow_inf_nan=False)
     min_joint: float = Field(OuroborosConfig.min_joint, ge=0, lt=1, allow_inf_nan=False)
+    # pool_size is the server's (OuroborosConfig's default): the pools outlive requests, and one request must not
+    # size a pool every later request of its scope shares
     scope: Literal["model", "user"] = "model"
 
     def config(self) -> OuroborosConfig:
