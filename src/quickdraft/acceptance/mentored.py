@@ -119,7 +119,6 @@ class _Sorted:
         With the j smallest-rho tokens raised and u = rho_j, sum(pi) = capped + Q[h] + G[j] where
         G[j] = rho_j P[j] - Q[j] does not depend on a and grows with j: one search finds the group.
         """
-        n = self.n
         h = int(np.searchsorted(self.rho, a, side="right"))  # rho <= a: not capped
         capped = self.P_from[h]  # the target's mass on the capped tokens
         rest = 1.0 - capped * a - self.Q[h]  # what the raised group must sum to: u P[m] - Q[m]
