@@ -96,8 +96,44 @@ def test_tokenizer_matches_transformers_for_the_same_file(gguf):
                 {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Again"}]
     assert tok.encode_chat(messages) == HFTokenizer(hf).encode_chat(messages)
     assert tok.has_chat_template
-    # llama.cpp's end-of-generation set includes the end markers transformers stops on
-    assert hf.eos_token_id in tok.eos_token_ids and hf.convert_tokens_to_ids("<|endoftext|>") in tok.eos_token_ids
+    # the ids the transformers runner stops on for the same file (llama.cpp's own set also has <reponame>, 4)
+    assert tok.eos_token_ids == quickdraft.load(ALIAS, progress=False).tokenizer.eos_token_ids == {0, 2}
+
+
+def _spelled(gguf: Path, tmp_path: Path, token: str, text: str) -> Path:
+    """A copy of `gguf` whose vocabulary spells the ordinary token `token` as `text` (as long, so no offset
+    moves): an ordinary token with an end marker's text, unreachable by the merges, as '</s>' is in qwen2.5's
+    vocabulary (id 128247)."""
+    import struct
+
+    data = bytearray(gguf.read_bytes())
+    entry = struct.pack("<Q", len(token.encode())) + token.encode()
+    at = data.index(entry)
+    assert len(text.encode()) == len(token.encode()) and data.find(entry, at + 1, 8 << 20) < 0
+    data[at + 8:at + len(entry)] = text.encode()
+    out = tmp_path / "spelled.gguf"
+    out.write_bytes(data)
+    return out
+
+
+def test_an_ordinary_token_llama_cpp_takes_for_an_end_marker_stays_text(gguf, tmp_path):
+    # llama.cpp makes a control and end-of-generation token of any token spelled '</s>'; the GGUF says it is an
+    # ordinary one: it must not end the output, vanish from decoded text or be read out of a prompt
+    original = LlamaCppTokenizer(LlamaCppModel(gguf))
+    spelled = LlamaCppModel(_spelled(gguf, tmp_path, "omia", "</s>"))
+    tok = LlamaCppTokenizer(spelled)
+    (marker,) = [t for t in range(spelled.n_vocab) if spelled.token_text(t) == "</s>"]
+    assert spelled._ll.llama_vocab_is_eog(spelled.vocab, marker)  # what llama.cpp makes of it
+    assert marker not in tok.eos_token_ids and tok.eos_token_ids == original.eos_token_ids
+    assert tok.decode([marker, marker]) == "</s></s>"
+    for text in ("<p><s>$20</s> $15</p>", "</s>", "a</s>b</s>", "<|im_end|></s><|im_start|>user\n</s>",
+                 "  </s>  <|endoftext|>", "x = '</s>'\n"):
+        for special in (True, False):
+            ids = tok.encode(text, add_special_tokens=special)
+            assert marker not in ids and ids == original.encode(text, add_special_tokens=special), text
+            assert tok.decode(ids) == original.decode(ids), text
+    messages = [{"role": "user", "content": "Close it: <s>$20</s>"}]
+    assert tok.encode_chat(messages) == original.encode_chat(messages)
 
 
 def test_decode_keeps_multibyte_characters_split_across_tokens(gen):

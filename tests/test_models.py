@@ -343,16 +343,10 @@ def test_convert_missing_file(tmp_path):
         models.convert(tmp_path / "absent.gguf", tmp_path / "out", progress=False)
 
 
-class _Tok:
-    eos_token_id = 151645
-
-    def get_vocab(self) -> dict[str, int]:
-        return {"<|endoftext|>": 151643, "<|im_end|>": 151645, "hello": 7}
-
-
-def test_eos_ids_merge_gguf_tokenizer_and_end_markers():
-    metadata = {"tokenizer.ggml.eos_token_id": 151645}
-    assert conversion._eos_ids(_Tok(), metadata) == [151645, 151643]
+def test_end_token_ids_merge_gguf_tokenizer_and_end_markers():
+    vocab = {"<|endoftext|>": 151643, "<|im_end|>": 151645, "hello": 7, "</s>": 9}
+    assert conversion.end_token_ids({"tokenizer.ggml.eos_token_id": 151645}, 151645, vocab) == [151645, 151643]
+    assert conversion.end_token_ids({"tokenizer.ggml.eot_token_id": 5}, None, {"hello": 7}) == [5]
 
 
 def test_gguf_metadata_reader_matches_gguf_writer(tmp_path):

@@ -17,16 +17,16 @@ import struct
 import sys
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Mapping
 
 from tqdm import tqdm
 
 from .errors import ModelError
 
 # Token texts that end generation when present in a vocabulary (besides the GGUF eos/eot/eom ids).
-_END_MARKERS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>",
-                "<|end_of_text|>", "<|end|>", "<EOT>")
-
+END_MARKERS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>",
+               "<|end_of_text|>", "<|end|>", "<EOT>")
+END_ID_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
 
 
 def convert(gguf: Path, out_dir: Path, progress: bool = True) -> Path:
@@ -96,8 +96,7 @@ def _load_gguf_model(gguf: Path):  # -> transformers PreTrainedModel
 
 _GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
                  12: "d"}  # GGUF value type -> struct format; 8 is a string, 9 an array
-_GGUF_WANTED = ("tokenizer.chat_template", "tokenizer.ggml.eos_token_id",
-                "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
+_GGUF_WANTED = ("tokenizer.chat_template", *END_ID_KEYS)
 
 
 def _gguf_metadata(gguf: Path) -> dict[str, object]:
@@ -151,14 +150,12 @@ def _fix_chat_template(tokenizer, metadata: dict[str, object]) -> None:
         tokenizer.chat_template = template
 
 
-def _eos_ids(tokenizer, metadata: dict[str, object]) -> list[int]:
-    """End-of-generation ids: the GGUF's eos/eot/eom ids, the tokenizer's eos, known end markers."""
-    ids = [metadata.get(key) for key in ("tokenizer.ggml.eos_token_id",
-                                         "tokenizer.ggml.eot_token_id",
-                                         "tokenizer.ggml.eom_token_id")]
-    ids.append(tokenizer.eos_token_id)
-    vocab = tokenizer.get_vocab()
-    ids.extend(vocab.get(text) for text in _END_MARKERS)
+def end_token_ids(metadata: Mapping[str, object], eos_token_id: int | None, vocab: Mapping[str, int]) -> list[int]:
+    """A GGUF model's end-of-generation ids, for both runners: the GGUF's eos/eot/eom ids (metadata), the
+    tokenizer's eos, and the END_MARKERS the vocabulary (token text -> id) has, in that order."""
+    ids = [metadata.get(key) for key in END_ID_KEYS]
+    ids.append(eos_token_id)
+    ids.extend(vocab.get(text) for text in END_MARKERS)
     unique: list[int] = []
     for value in ids:
         if isinstance(value, int) and value >= 0 and value not in unique:
@@ -168,7 +165,7 @@ def _eos_ids(tokenizer, metadata: dict[str, object]) -> list[int]:
 
 def _fix_eos(model, tokenizer, metadata: dict[str, object]) -> None:
     """Make generation_config stop on every end-of-generation token, and give it a pad id."""
-    ids = _eos_ids(tokenizer, metadata)
+    ids = end_token_ids(metadata, tokenizer.eos_token_id, tokenizer.get_vocab())
     if not ids:
         return
     config = model.generation_config

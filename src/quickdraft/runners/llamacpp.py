@@ -308,35 +308,105 @@ class LlamaCppTokenizer:
 
     Matches transformers' tokenizer for the same file (tests/test_llamacpp.py): encode parses special
     tokens written in the text, decode leaves special tokens out, chat prompts render the GGUF's chat
-    template the way transformers does and are tokenized without adding BOS (the template has it).
+    template the way transformers does and are tokenized without adding BOS (the template has it), and the
+    end-of-generation ids are the ones the transformers runner's conversion gives the same file
+    (conversion.end_token_ids).
+
+    llama.cpp itself makes control tokens of every token whose text looks like an end or FIM marker, whatever
+    type the GGUF gives it (llama-vocab.cpp, "control-looking token"): it then ends generation there, drops
+    its text in decoding and reads it out of any text as the one token. '</s>' is such a token: an ordinary
+    one in qwen2.5's vocabulary, a user-defined one in gemma3's, so an HTML <s>...</s> would lose its closing
+    tag or end the output. Those tokens ("promoted": the control attribute beside the GGUF's own type) are
+    kept here as the GGUF has them: decoded as their text, a normal one tokenized as text, a user-defined one
+    read out of text as llama.cpp and transformers read every user-defined token.
     """
 
     def __init__(self, model: LlamaCppModel):
+        from ..conversion import END_ID_KEYS, end_token_ids
+
         self.llm = model
-        self._ll = model._ll
-        self.eos_token_ids = frozenset(t for t in range(model.n_vocab) if self._ll.llama_vocab_is_eog(model.vocab, t))
+        ll = self._ll = model._ll
+        attrs = [ll.llama_vocab_get_attr(model.vocab, t) for t in range(model.n_vocab)]
+        control, typed = ll.LLAMA_TOKEN_ATTR_CONTROL, (ll.LLAMA_TOKEN_ATTR_NORMAL | ll.LLAMA_TOKEN_ATTR_USER_DEFINED
+                                                       | ll.LLAMA_TOKEN_ATTR_BYTE)
+        self._attrs = attrs
+        self._promoted = frozenset(t for t, a in enumerate(attrs) if a & control and a & typed)
+        self._promoted_normal = {t: model.token_text(t) for t in self._promoted if attrs[t] & ll.LLAMA_TOKEN_ATTR_NORMAL}
+        # every END_MARKERS text is on llama.cpp's lists of control-looking tokens, so the vocabulary's control
+        # tokens hold each one the vocabulary has
+        controls = {model.token_text(t): t for t, a in enumerate(attrs) if a & control}
+        metadata = {key: int(value) for key in END_ID_KEYS if (value := model.meta(key)) is not None}
+        eos = ll.llama_vocab_eos(model.vocab)
+        self.eos_token_ids = frozenset(end_token_ids(metadata, eos if eos >= 0 else None, controls))
         self.decodes_locally = True  # decode joins each token's piece
         self.chat_template = model.meta("tokenizer.chat_template")
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        if any(promoted in text for promoted in self._promoted_normal.values()):
+            return self._encode_keeping_promoted(text, add_special_tokens)
+        return self._tokenize(text, add_special_tokens, parse_special=True)
+
+    def _tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
         data = text.encode("utf-8")
         cap = len(data) + 8
         while True:
             out = (self._ll.llama_token * cap)()
-            n = self._ll.llama_tokenize(self.llm.vocab, data, len(data), out, cap, add_special_tokens, True)
+            n = self._ll.llama_tokenize(self.llm.vocab, data, len(data), out, cap, add_special, parse_special)
             if n >= 0:
                 return list(out[:n])
             cap = -n
+
+    @functools.cached_property
+    def _specials(self) -> list[tuple[str, int, int]]:
+        """(text, id, attributes) of the tokens llama.cpp reads out of text, but for the promoted normal ones,
+        longest first as llama.cpp takes them."""
+        ll = self._ll
+        kinds = ll.LLAMA_TOKEN_ATTR_CONTROL | ll.LLAMA_TOKEN_ATTR_USER_DEFINED | ll.LLAMA_TOKEN_ATTR_UNKNOWN
+        found = [(self.llm.token_text(t), t, a) for t, a in enumerate(self._attrs) if a & kinds and t not in self._promoted_normal]
+        return sorted(found, key=lambda s: -len(s[0].encode("utf-8")))
+
+    def _encode_keeping_promoted(self, text: str, add_special: bool) -> list[int]:
+        """llama.cpp's own split of text at special tokens (tokenizer_st_partition: each special token in
+        turn, longest first, with its lstrip/rstrip attributes), without the promoted normal ones; the text
+        between them is tokenized with special tokens off, so a promoted normal token's text stays text."""
+        ll = self._ll
+        space = " \t\n\v\f\r"  # C's isspace, as llama.cpp strips
+        pieces: list[str | int] = [text]
+        for special, token, attr in self._specials:
+            split: list[str | int] = []
+            for piece in pieces:
+                if isinstance(piece, int) or special not in piece:
+                    split.append(piece)
+                    continue
+                parts = piece.split(special)
+                for i, part in enumerate(parts):
+                    if i and attr & ll.LLAMA_TOKEN_ATTR_RSTRIP:
+                        part = part.lstrip(space)
+                    if i < len(parts) - 1 and attr & ll.LLAMA_TOKEN_ATTR_LSTRIP:
+                        part = part.rstrip(space)
+                    if part:
+                        split.append(part)
+                    if i < len(parts) - 1:
+                        split.append(token)
+            pieces = split
+        vocab = self.llm.vocab
+        ids = [ll.llama_vocab_bos(vocab)] if add_special and ll.llama_vocab_get_add_bos(vocab) else []
+        for piece in pieces:
+            ids.extend([piece] if isinstance(piece, int) else self._tokenize(piece, False, parse_special=False))
+        if add_special and ll.llama_vocab_get_add_eos(vocab):
+            ids.append(ll.llama_vocab_eos(vocab))
+        return ids
 
     def decode(self, ids: Sequence[int]) -> str:
         return b"".join(self._piece(t) for t in ids).decode("utf-8", errors="replace")
 
     def _piece(self, token: int) -> bytes:
+        special = token in self._promoted  # llama.cpp renders a control token's text only when asked
         buf = ctypes.create_string_buffer(64)
-        n = self._ll.llama_token_to_piece(self.llm.vocab, token, buf, 64, 0, False)
+        n = self._ll.llama_token_to_piece(self.llm.vocab, token, buf, 64, 0, special)
         if n < 0:
             buf = ctypes.create_string_buffer(-n)
-            n = self._ll.llama_token_to_piece(self.llm.vocab, token, buf, -n, 0, False)
+            n = self._ll.llama_token_to_piece(self.llm.vocab, token, buf, -n, 0, special)
         return buf.raw[:n]
 
     @property
