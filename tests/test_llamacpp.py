@@ -337,6 +337,16 @@ def test_bad_options_are_refused_with_a_clear_error(tiny_folder, gguf):
         quickdraft.load(str(gguf), runner="llama.cpp", threads=0)
     with pytest.raises(QuickdraftError, match="max_context must be an integer >= 2"):
         LlamaCppConfig(max_context=1)
+    with pytest.raises(QuickdraftError, match="more than llama.cpp's context size can hold"):  # n_ctx would wrap
+        quickdraft.load(str(gguf), runner="llama.cpp", max_context=2**32)
+
+
+def test_a_context_smaller_than_asked_is_refused(gguf, monkeypatch):
+    import llama_cpp
+
+    monkeypatch.setattr(llama_cpp, "llama_n_ctx", lambda ctx: 256)
+    with pytest.raises(ModelError, match="a context of 256 tokens where 1000 were asked for"):
+        LlamaCppRunner(LlamaCppModel(gguf), LlamaCppConfig(max_context=1000))
 
 
 def test_cli_generate_on_llama_cpp(gguf):

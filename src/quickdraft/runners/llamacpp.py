@@ -57,6 +57,7 @@ from ..tokenizer import render_chat_template
 from .base import Runner, reusable_prefix
 
 DEFAULT_MAX_CONTEXT = 16384  # tokens of KV cache allocated when the caller sets no max_context
+MAX_N_CTX = 2**32 - 256  # llama_context_params.n_ctx is a uint32, which llama.cpp rounds up to a multiple of 256
 REBUILD = ("CMAKE_ARGS=-DGGML_LLAMAFILE=OFF pip install --force-reinstall --no-deps --no-binary llama-cpp-python "
            "llama-cpp-python  (in a checkout: bash scripts/setup.sh --with-llama-cpp)")
 os.environ.setdefault("GGML_CPU_TILED_MM", "0")  # before llama.cpp's first matrix product: see Exactness above
@@ -127,6 +128,9 @@ class LlamaCppConfig:
     def __post_init__(self) -> None:
         if self.max_context is not None and (not isinstance(self.max_context, int) or self.max_context < 2):
             raise QuickdraftError(f"max_context must be an integer >= 2; got {self.max_context!r}")
+        if self.max_context is not None and self.max_context > MAX_N_CTX:
+            raise QuickdraftError(f"max_context {self.max_context} is more than llama.cpp's context size can hold "
+                                  f"(a 32-bit count, rounded up to 256: at most {MAX_N_CTX})")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise QuickdraftError(f"threads must be a positive integer; got {self.threads!r}")
         if not isinstance(self.n_batch, int) or self.n_batch < 1:
@@ -211,6 +215,10 @@ class LlamaCppRunner(Runner):
         if not self.ctx:
             raise ModelError(f"llama.cpp could not create a context of {self.max_context} tokens for {model.path.name} "
                              "(out of memory? pass a smaller max_context)")
+        if (made := ll.llama_n_ctx(self.ctx)) < self.max_context:  # another size than asked: the cache would overflow
+            ll.llama_free(self.ctx)
+            self.ctx = None
+            raise ModelError(f"llama.cpp made a context of {made} tokens where {self.max_context} were asked for")
         self.memory = ll.llama_get_memory(self.ctx)
         self.batch = ll.llama_batch_init(self.n_batch, 0, 1)
         self._length = 0
