@@ -143,6 +143,15 @@ def test_cli_refuses_engine_only_options_before_any_work(capsys):
     assert "--max-body-bytes must be an integer >= 1024; got 10" in capsys.readouterr().err
 
 
+def test_cli_refuses_vllm_only_options_on_the_own_engine_before_any_work(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_load", lambda args: pytest.fail("loaded a model"))
+    assert cli.main(["serve", "--num-speculative-tokens", "8"]) == 2
+    assert "--num-speculative-tokens apply to --engine vllm only" in capsys.readouterr().err
+    assert cli.main(["serve", "--vllm-args", "--tensor-parallel-size 2", "--drafter", "lookup", "--policy", "openai",
+                     "--draft-sizing", "off"]) == 2
+    assert "--drafter, --policy, --draft-sizing, --vllm-args apply to --engine vllm only" in capsys.readouterr().err
+
+
 def test_the_body_limit_reaches_vllm_as_middleware_and_environment():
     from quickdraft.vllm.limits import MAX_BODY_ENV
     from quickdraft.vllm.serve import environment

@@ -214,6 +214,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _api_key(args)
     if args.engine == "vllm":
         return _serve_vllm(args)
+    vllm_only = [flag for flag, value, default in (
+        ("--drafter", args.drafter, "auto"), ("--policy", args.policy, "default"),
+        ("--draft-sizing", args.draft_sizing, "cost"), ("--num-speculative-tokens", args.num_speculative_tokens, 32),
+        ("--vllm-args", args.vllm_args, None)) if value != default]
+    if vllm_only:
+        raise QuickdraftError(f"{', '.join(vllm_only)} apply to --engine vllm only; quickdraft's own server takes "
+                              "the drafter and its settings per request (docs/server.md)")
     import uvicorn
 
     from .server import HostPolicy, ServerLimits, create_app, http
