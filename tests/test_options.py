@@ -17,6 +17,8 @@ from quickdraft.options import LoadOptions
     (dict(draft_precision="fp32", draft_model="d", draft_runner="llama.cpp"), "draft_precision applies"),
     (dict(kernels="mkl"), "kernels must be one of auto, onednn, torch; got 'mkl'"),
     (dict(kernels="onednn", runner="llama.cpp"), "kernels applies to the transformers runner"),
+    (dict(kernels="torch", runner="llama.cpp"), "kernels applies to the transformers runner"),
+    (dict(kernels="torch", runner="llama.cpp", draft_model="d"), "kernels applies to the transformers runner"),
     (dict(threads=2), "threads applies to the llama.cpp runner"),
     (dict(dtype="fp16"), "dtype must be one of auto, bf16, fp32; got 'fp16'"),
     (dict(dtype="bf16", runner="llama.cpp"), "dtype applies to the transformers runner"),

@@ -89,7 +89,7 @@ class LoadOptions:
         if self.kernels not in KERNELS:
             raise QuickdraftError(f"kernels must be one of {', '.join(KERNELS)}; got {self.kernels!r}")
         uses = {self.runner} | ({draft_runner} if self.draft_model else set())
-        if self.kernels == "onednn" and "transformers" not in uses:
+        if self.kernels != "auto" and "transformers" not in uses:
             raise QuickdraftError("kernels applies to the transformers runner (llama.cpp runs its own)")
         if self.threads is not None and "llama.cpp" not in uses:
             raise QuickdraftError("threads applies to the llama.cpp runner (runner='llama.cpp')")
