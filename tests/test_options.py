@@ -113,8 +113,6 @@ from quickdraft import DecodeOptions, SamplingParams  # noqa: E402
     ({"lookup": 3}, "lookup must be a LookupConfig"),
     ({"acceptance": "mentored", "sampling": SamplingParams(1.0)}, "needs kl_bound"),
     ({"acceptance": "mentored", "kl_bound": 0.1}, "with greedy decoding"),
-    ({"acceptance": "mentored", "kl_bound": 0.1, "sampling": SamplingParams(1.0), "drafter": "ouroboros"},
-     "mentored acceptance does not take"),
     ({"draft_sizing": "sometimes"}, "draft_sizing must be one of auto, cost, off"),
     ({"pool_scope": 3}, "pool_scope must be a string"),
 ])

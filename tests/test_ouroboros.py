@@ -346,7 +346,7 @@ def test_api_runs_ouroboros_and_refuses_what_it_cannot_do():
     assert res.text == text and res.stats.accepted_prediction_tokens > 0
     assert ("a", OuroborosConfig()) in gen.phrase_pools and len(gen.phrase_pool(OuroborosConfig(), "a")) > 0
     assert ("", OuroborosConfig()) not in gen.phrase_pools  # scopes do not share pools
-    with pytest.raises(QuickdraftError, match="mentored acceptance does not take"):
+    with pytest.raises(QuickdraftError, match="verifies tree drafts on this runner, which mentored acceptance"):
         gen.generate("hi", drafter="ouroboros", sampling=SamplingParams(1.0), acceptance="mentored", kl_bound=0.1)
     with pytest.raises(QuickdraftError, match="must be an OuroborosConfig"):
         gen.generate("hi", drafter="ouroboros", ouroboros={"gamma": 3})
@@ -354,6 +354,35 @@ def test_api_runs_ouroboros_and_refuses_what_it_cannot_do():
         gen.generate("hi", drafter="ouroboros", pool_scope=3)
     with pytest.raises(QuickdraftError, match="would ignore it"):
         gen.generate("hi", drafter="ouroboros", prediction="hello")
+
+
+def test_linear_ouroboros_drafts_take_the_lossy_rules():
+    # On a target without trees (as llama.cpp) Ouroboros drafts linearly, which every acceptance rule verifies:
+    # mentored at D = 0 gives exact's tokens under the same seed, and above 0 keeps its bound per token.
+    from conftest import MarkovRunner
+    from quickdraft.api import Generator
+    from quickdraft.tokenizer import ByteTokenizer
+
+    g = torch.Generator().manual_seed(7)
+    table = torch.randn(257, 257, generator=g) * 3.0  # [V, V]
+    draft_table = table + torch.randn(257, 257, generator=g)
+    tok = ByteTokenizer()
+
+    def run(seed, **rule):
+        gen = Generator(MarkovRunner(table), tok, draft_runner=MarkovRunner(draft_table))
+        return gen.generate("hi", drafter="ouroboros", max_new_tokens=40,
+                            sampling=SamplingParams(1.0, seed=seed), draft_sizing="off", **rule)
+
+    kl = 0.0
+    for seed in range(6):
+        exact = run(seed)
+        assert exact.stats.accepted_prediction_tokens > 0  # the drafts are used
+        assert run(seed, acceptance="mentored", kl_bound=0.0).token_ids == exact.token_ids
+        lossy = run(seed, acceptance="mentored", kl_bound=0.3)
+        assert lossy.stats.kl_per_token <= 0.3 and lossy.stats.as_dict()["lossy"] is True
+        kl += lossy.stats.kl
+    assert kl > 0  # the bound was used, not only kept
+    assert run(0, acceptance="typical").stats.as_dict()["lossy"] is True
 
 
 def test_a_generator_measures_pass_costs_for_ouroboros_lengthening():

@@ -170,6 +170,10 @@ class Generator:
         if drafter == "draft-model":
             return DraftModelDrafter(self.draft_runner, self.runner.vocab_size, options.sampling, options.draft)
         if drafter == "ouroboros":
+            if self.runner.supports_trees and options.rule.rule != "exact":  # a linear draft takes every rule
+                raise QuickdraftError(f"drafter 'ouroboros' verifies tree drafts on this runner, which "
+                                      f"{options.rule.rule} acceptance does not take; use acceptance 'exact' (on a "
+                                      "runner without trees, such as llama.cpp, its drafts are linear and take any)")
             return OuroborosDrafter(self.draft_runner, self.phrase_pool(options.ouroboros, options.pool_scope),
                                     options.ouroboros, trees_on_target=self.runner.supports_trees, costs=self.pass_costs)
         ids = None if pred_text is None else self.tokenizer.encode(pred_text, add_special_tokens=False)

@@ -217,9 +217,6 @@ class DecodeOptions:
             raise QuickdraftError("acceptance 'mentored' needs kl_bound (CLI: --kl-bound D): the largest KL divergence "
                                   "per token you accept")
         self.rule.check(self.sampling)
-        if self.drafter == "ouroboros" and self.rule.rule != "exact":
-            raise QuickdraftError(f"drafter 'ouroboros' verifies tree drafts, which {self.rule.rule} acceptance does "
-                                  "not take; use acceptance 'exact'")
         if self.draft_sizing not in SIZING:
             raise QuickdraftError(f"draft_sizing must be one of {', '.join(SIZING)}; got {self.draft_sizing!r}")
         if not isinstance(self.pool_scope, str):
