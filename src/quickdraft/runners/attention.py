@@ -25,6 +25,8 @@ masked keys follow. n-token passes against one-token decoding at every cache len
   (measured with docs/results/2026-11-26-verify-attention/ab_attention.py: docs/runtime.md#attention);
 - with both, `grouped_attention` (NAME) is row-invariant in bf16 at every length tried. It is checked on
   the model at load (runners/load.exact_runner), which falls back to `rows_attention` where it is not.
+- on a GPU torch's softmax picks its kernel by row length, so the softmax's sums are folded there in an order no
+  masked key changes (softmax_rows: gpu_softmax's Triton kernel, else folded_softmax);
 - float32 (MKL and oneDNN) splits the same sums in more ways, by length and by layout; there
   `rows_attention` (ROWS) is used: a pass of n > 1 tokens computes each row on its own, with the operands
   of a one-token pass at that position: the keys that row may see (a prefix of the cache in a linear
@@ -38,7 +40,7 @@ import math
 
 import torch
 
-from . import native
+from . import gpu_softmax, native
 
 NAME = "quickdraft_grouped"
 ROWS = "quickdraft_rows"
@@ -79,13 +81,54 @@ def attend(q: torch.Tensor, keys_t: torch.Tensor, value: torch.Tensor, mask: tor
     # token) must get the bits of one with it.
     if mask is not None:  # broadcast over the G query heads of a group: [b, Hkv, G, n, L]
         logits.view(b, Hkv, groups, R // groups, -1)[..., :L].add_(mask)
-    # float32 softmax rounded to q's dtype once, in one pass: native.softmax (torch's where the kernel does not run)
-    if q.dtype == torch.bfloat16:
-        weights = native.softmax(logits)
-    else:
-        weights = torch.nn.functional.softmax(logits, dim=-1, dtype=torch.float32).to(q.dtype)
+    weights = softmax_rows(logits, q.dtype)
     W = value.shape[-2]  # keys summed over: L, or P padded (the padding's weights are 0)
     return weighted_values(weights[..., :W], value)  # [b, Hkv, R, D]
+
+
+def softmax_rows(logits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """softmax(logits, -1) computed in float32 and rounded once to dtype: `attend`'s weights.
+
+    On a CPU: native.softmax in bf16 (its kernel sums each row on its own), torch's in float32, whose sums do not
+    depend on the -inf keys past a row's own (module docstring). Elsewhere torch picks its softmax kernel by row
+    length (on CUDA a warp kernel for short rows, block kernels for longer ones), and the kernels add in other orders,
+    so a verify pass's rows, padded to the pass's longest, could get other bits than a one-token pass's: there the
+    sums are folded, invariant by construction: in one Triton kernel where it runs (gpu_softmax), else in torch's
+    elementwise kernels (folded_softmax)."""
+    if folds_here(logits.device):
+        weights = gpu_softmax.softmax(logits)  # [..., n] in logits' dtype, or None where the kernel does not run
+        return (folded_softmax(logits) if weights is None else weights).to(dtype)
+    if dtype == torch.bfloat16:
+        return native.softmax(logits)  # one pass, float32 inside (torch's where the kernel does not run)
+    return torch.nn.functional.softmax(logits, dim=-1, dtype=torch.float32).to(dtype)
+
+
+def softmax_in_use(device: torch.device) -> str:
+    """Which softmax softmax_rows computes with on this device, in words (for reports)."""
+    if not folds_here(device):
+        return "the C kernel (native.py) in bf16, else torch's" if native.in_use() else f"torch's ({native.unavailable()})"
+    why = gpu_softmax.unavailable(device)
+    return "folded, in one Triton kernel (gpu_softmax.py)" if why is None else f"folded in torch ({why})"
+
+
+def folds_here(device: torch.device) -> bool:
+    """Whether softmax_rows folds its sums on this device: everywhere but on a CPU."""
+    return device.type != "cpu"
+
+
+def folded_softmax(x: torch.Tensor) -> torch.Tensor:
+    """softmax(x, -1) in float32 for x [..., n], from elementwise kernels only: each row's exponentials, padded with
+    zeros to a power of two, are added half onto half until one sum is left. A key masked with -inf adds an exact
+    zero, and folding [v, 0] gives the bits folding v gives, so a row gets the same weights whatever number of masked
+    keys follows its own, on any device and kernel. log2(n) + 6 launches where torch's softmax takes one."""
+    x = x.float()
+    e = torch.exp(x - x.amax(-1, keepdim=True))  # [..., n]
+    n = e.shape[-1]
+    total = torch.nn.functional.pad(e, (0, (1 << (n - 1).bit_length()) - n))  # [..., 2^k]
+    while total.shape[-1] > 1:
+        half = total.shape[-1] // 2
+        total = total[..., :half] + total[..., half:]  # [..., 2^(k-1)]
+    return e / total
 
 
 def weighted_values(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:

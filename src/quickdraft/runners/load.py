@@ -22,6 +22,9 @@ from .kernels import use_kernels
 from ..errors import UnsupportedModelError
 
 CHECK_CACHED = (7, 1000)  # cache lengths the load's check runs passes after: a short one, one across VALUE_BLOCK
+# on a GPU also one whose rows cross 2,048 keys, where torch's CUDA softmax changes kernel (attention.softmax_rows) and
+# its matrix products may too; where the context holds it
+DEVICE_CHECK_CACHED = (7, 1000, 2000)
 # pass sizes it checks: where kernels were seen to change path by rows (2: float32; 8: torch's bf16 Linear with AMX;
 # 16-17: oneDNN's bf16 products with AMX and AVX512_BF16; 33: past 32 rows), 65, where torch's own bf16 Linear was
 # seen to differ where (2, 5, 16, 33) did not look (measured: docs/runtime.md#the-load-check), and 129, the longest
@@ -32,10 +35,12 @@ CHECK_SIZES = (2, 5, 8, 16, 17, 33, 65, 129)
 
 def check_row_invariance(runner: HFRunner) -> float:
     """The load's check: largest logit difference between rows of n-token passes and one-token decoding, n in
-    CHECK_SIZES, after each of CHECK_CACHED cached tokens (arbitrary, fixed tokens). 0.0: invariant there."""
-    longest = max(CHECK_CACHED) + max(CHECK_SIZES)
-    tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(longest)]
-    return max(row_invariance(runner, tokens[: cached + max(CHECK_SIZES)], CHECK_SIZES) for cached in CHECK_CACHED)
+    CHECK_SIZES, after each of CHECK_CACHED cached tokens (on a GPU DEVICE_CHECK_CACHED; arbitrary, fixed tokens).
+    0.0: invariant there."""
+    lengths = CHECK_CACHED if runner.device.type == "cpu" else \
+        [c for c in DEVICE_CHECK_CACHED if c in CHECK_CACHED or c + max(CHECK_SIZES) <= runner.max_context]
+    tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(max(lengths) + max(CHECK_SIZES))]
+    return max(row_invariance(runner, tokens[: cached + max(CHECK_SIZES)], CHECK_SIZES) for cached in lengths)
 
 
 def lean_checked(runner: HFRunner) -> HFRunner:
@@ -137,8 +142,8 @@ def exact_runner(path, dtype: torch.dtype, max_context: int | None = None, kerne
 # change in any of them runs it again. QUICKDRAFT_CHECK_CACHE=off always runs it (the tests do, to patch it).
 
 # this package's code that makes the logits
-CHECKED_SOURCES = ("attention.py", "base.py", "hf.py", "invariance.py", "kernels.py", "lean.py", "load.py", "native.py",
-                   "softmax.c")
+CHECKED_SOURCES = ("attention.py", "base.py", "gpu_softmax.py", "hf.py", "invariance.py", "kernels.py", "lean.py",
+                   "load.py", "native.py", "softmax.c")
 
 
 def _hash(what: object) -> str:
@@ -172,6 +177,7 @@ def verdict_key(runner, path: Path | str) -> str:
         "padded keys": bool(runner.lean is not None and runner.lean.pad_keys),  # lean.py's KeyBuffers
         "padded rows": runner.lean.pad_rows if runner.lean is not None else None,  # lean.LeanPass.pad_rows
         "softmax kernel": native.in_use(),  # QUICKDRAFT_NATIVE=0 or a missing compiler: torch's softmax instead
+        "attention softmax": attention.softmax_in_use(runner.device),  # on a GPU: the Triton kernel, or folded in torch
         **_build(CHECKED_SOURCES),
         "transformers": transformers.__version__,
         "device": _device_identity(runner.device),
@@ -196,10 +202,13 @@ def kept_probe(alternative) -> Callable:
 
 
 def _device_identity(device: torch.device) -> list:
-    """The GPU the passes ran on (its name, compute capability and CUDA build), or "cpu" (cpu.identity says which)."""
+    """The GPU the passes ran on (its name, compute capability, CUDA build, SM count, and whether cuBLAS may reduce bf16
+    products in bf16), or "cpu" (cpu.identity says which): cuBLAS picks its kernels by all of them."""
     if device.type != "cuda":
         return ["cpu"]
-    return [torch.cuda.get_device_name(device), list(torch.cuda.get_device_capability(device)), torch.version.cuda]
+    properties = torch.cuda.get_device_properties(device)  # the SM count: a MIG slice or a smaller card of one name
+    return [torch.cuda.get_device_name(device), list(torch.cuda.get_device_capability(device)), torch.version.cuda,
+            properties.multi_processor_count, torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction]
 
 
 def _verdict_file(key: str, folder: str = "") -> Path | None:
