@@ -20,6 +20,7 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
    a one-token step eager and replayed from a CUDA graph: the launch-free ceiling (graph_ceiling);
 5. exactness at the real shapes with nothing scripted: each tool's drafted output against its own plain greedy
    output on the random weights (unscripted);
+(the experiments of step 4 start only in the first half of --deadline-s)
 6. each recorded request replayed, until --deadline-s: every pass runs on that model, so it costs what the real
    model's passes cost there, and returns the real model's recorded logits (ShadowScriptedRunner), so the drafters
    and the sizer draft, verify and accept what they would with the real model: quickdraft plain, prediction and
@@ -34,7 +35,7 @@ Real weights travel in parts over calls of one warm machine: `split`, `stash` an
 The call that fits one lease (figures of the last one: docs/results/2026-11-27-gpu-h200/):
 
     set -o pipefail; PYTHONUNBUFFERED=1 PYTHONPATH=src python3 -m quickdraft.bench.device_check run .device \
-        --device cuda --out $OUT --deadline-s 300 2>&1 | grep --line-buffered -v "model shards" | tee $OUT/log
+        --device cuda --out $OUT --deadline-s 240 2>&1 | grep --line-buffered -v "model shards" | tee $OUT/log
 """
 
 from __future__ import annotations
@@ -178,13 +179,22 @@ def record(out: Path, model: str, data: Path) -> None:
     (out / "requests.json").write_text(json.dumps({"model": model, "dtype": g.runner.dtype, "requests": recorded}))
 
 
+QK_SCALE = 3.0  # random q and k projections scaled so that attention scores spread as a trained model's (std ~3)
+
+
 def random_weights(files: Path, folder: Path, device: str) -> Path:
-    """A folder with the recorded model's config and tokenizer and random weights (bf16, seed 0)."""
+    """A folder with the recorded model's config and tokenizer and random weights (bf16, seed 0). The query and key
+    projections are scaled by QK_SCALE: at transformers' initialisation the scores have a std of about 0.36, so every
+    softmax row is nearly flat and a difference in how its sum is ordered would not show in the weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(files), dtype=torch.bfloat16)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                parameter.mul_(QK_SCALE)
     model.save_pretrained(folder)
     for name in TOKENIZER_FILES:
         if (files / name).is_file():
@@ -621,6 +631,7 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         lines += [f"tests/test_device.py: rc {tests.returncode} ({time.perf_counter() - t:.0f} s)", "```",
                   tests.stdout[-1500:], "```", ""]
         print("\n".join(lines[-5:]), flush=True)
+        save()
     folder = random_weights(files, Path("/tmp/quickdraft-device-check-weights"), device)
     dtype = "bf16"
     t = time.perf_counter()
@@ -635,9 +646,11 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
     report["load"] = {"dtype": dtype, "seconds": time.perf_counter() - t, "row_invariant": g.runner.row_invariant,
                       "row_block": g.runner.row_block, "attention": g.runner.model.config._attn_implementation,
                       "lean": g.runner.lean is not None,
-                      "padded rows": g.runner.lean.pad_rows if g.runner.lean is not None else None}
+                      "padded rows": g.runner.lean.pad_rows if g.runner.lean is not None else None,
+                      "attention softmax": attention.softmax_in_use(g.runner.device)}
     lines += [f"load with its check: {report['load']}", ""]
     print(lines[-2], flush=True)
+    save()
     hf = AutoModelForCausalLM.from_pretrained(
         folder, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32).to(device).eval()
     t = time.perf_counter()
@@ -656,6 +669,7 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         lines += [f"unscripted checks failed: {type(error).__name__}: {error}", ""]
         print(lines[-2], flush=True)
         same = False
+    save()
     # the next changes' questions: each reported, none fatal
     longest = max(recorded["requests"], key=lambda r: len(r["prompt_ids"]))
     experiments = [("graph capture", lambda: graph_ceiling(g, recorded["requests"][0]))]
@@ -663,14 +677,17 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
         experiments.append(("row blocks", lambda: block_forms(g, recorded["requests"][0])))
     if len(longest["prompt_ids"]) > 2 * attention.VALUE_BLOCK:
         experiments.append(("value blocks", lambda: value_blocks(g, longest, 64, 2)))
-    for name, experiment in experiments:
-        try:
-            found = experiment()
-        except Exception as error:
-            found = [f"{name} failed: {type(error).__name__}: {error}", ""]
+    for name, experiment in experiments:  # in half the deadline at most: the replays need the rest
+        if deadline_s is not None and time.perf_counter() - began > deadline_s / 2:
+            found = [f"{name}: not run, past half of --deadline-s {deadline_s:g}", ""]
+        else:
+            try:
+                found = experiment()
+            except Exception as error:
+                found = [f"{name} failed: {type(error).__name__}: {error}", ""]
         lines += found
         print("\n".join(found), flush=True)
-    save()
+        save()
     lines += ["## Replayed: the real model's recorded output, each pass on the device", "",
               "| request | job | end to end s | prefill s | decode s | decode ms a token | tokens | passes | accepted | "
               "same as recorded |", "|---|---|---|---|---|---|---|---|---|---|"]

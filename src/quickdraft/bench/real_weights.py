@@ -191,6 +191,7 @@ def run_real(folder: Path, device: str, out: Path, rounds: int = 1, max_new_toke
     from transformers import AutoModelForCausalLM
 
     from .. import models
+    from ..errors import UnsupportedModelError
 
     began = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
@@ -207,16 +208,26 @@ def run_real(folder: Path, device: str, out: Path, rounds: int = 1, max_new_toke
         (out / "real_weights.json").write_text(json.dumps(report, indent=1))
 
     t = time.perf_counter()
-    g = quickdraft.load(str(whole), dtype="bf16", device=device, progress=False)
-    report["load"] = {"seconds": round(time.perf_counter() - t, 1), "row_invariant": g.runner.row_invariant,
-                      "row_block": g.runner.row_block, "lean": g.runner.lean is not None}
+    dtype = "bf16"
+    try:
+        g = quickdraft.load(str(whole), dtype=dtype, device=device, progress=False)
+    except UnsupportedModelError as refused:  # the finding itself, kept; the runs go on in float32
+        report["bf16 refused"] = str(refused)
+        lines += [f"bf16 REFUSED at load: {refused}", ""]
+        print(lines[-2], flush=True)
+        dtype = "fp32"
+        g = quickdraft.load(str(whole), dtype=dtype, device=device, progress=False)
+    report["load"] = {"dtype": dtype, "seconds": round(time.perf_counter() - t, 1),
+                      "row_invariant": g.runner.row_invariant, "row_block": g.runner.row_block,
+                      "lean": g.runner.lean is not None}
     hf = AutoModelForCausalLM.from_pretrained(models.resolve(str(whole), progress=False),
-                                              dtype=torch.bfloat16).to(device).eval()
+                                              dtype=torch.bfloat16 if dtype == "bf16" else torch.float32).to(device).eval()
     eos = sorted(g.tokenizer.eos_token_ids)
     lines += [f"quickdraft load with its check: {report['load']}", "",
               "| request | tool | job | seconds (median) | runs | tokens | passes | same as its plain |",
               "|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
+    save()
     for r in manifest["requests"]:
         if deadline_s is not None and time.perf_counter() - began > deadline_s:
             lines.append(f"| {r['name']} | not run: past --deadline-s {deadline_s:g} | | | | | | |")

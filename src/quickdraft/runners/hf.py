@@ -157,6 +157,8 @@ class HFRunner:
                 self.model.set_attn_implementation(passes)
         if self.length == len(tokens):  # passes from position 0: its whole chunks can serve a later sequence
             self._chunked = tokens[: len(tokens) - len(tokens) % self.prefill_chunk]
+        if self.device.type == "cuda":  # finished when it returns, as on a CPU: the engine times prefill (Stats)
+            torch.cuda.synchronize(self.device)
         return start
 
     def _pass(self, ids: torch.Tensor, mask: torch.Tensor | None = None,
