@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Sequence
 from .acceptance import Acceptance, verify
 from .core import EMPTY_DRAFT, Stats, Step
 from .drafters.base import Drafter, NoDrafter
-from .errors import QuickdraftError
+from .errors import ContextLengthError, QuickdraftError
 from .runners.base import Runner
 from .sampling import SamplingParams
 from .sizing import DraftSizer, PassCosts, block_fit
@@ -47,10 +47,7 @@ def check_prompt(prompt: Sequence[int], runner: Runner) -> None:
     if len(prompt) == 0:
         raise QuickdraftError("the prompt is empty: give at least one token of input")
     if len(prompt) >= runner.max_context:
-        raise QuickdraftError(
-            f"the prompt has {len(prompt)} tokens but the model's context holds {runner.max_context}; "
-            "shorten the prompt so that at least one new token fits"
-        )
+        raise ContextLengthError(len(prompt), runner.max_context)
 
 
 def generate(

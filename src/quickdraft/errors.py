@@ -5,6 +5,15 @@ class QuickdraftError(ValueError):
     """Base class: bad input or a state quickdraft refuses to work in."""
 
 
+class ContextLengthError(QuickdraftError):
+    """A prompt that leaves no room in the model's context for a new token."""
+
+    def __init__(self, prompt_tokens: int, context: int):
+        super().__init__(f"the prompt has {prompt_tokens} tokens but the model's context holds {context}; shorten the "
+                         "prompt so that at least one new token fits")
+        self.prompt_tokens, self.context = prompt_tokens, context
+
+
 class ModelError(QuickdraftError):
     """A model could not be found, fetched, verified or loaded."""
 

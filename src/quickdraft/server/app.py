@@ -40,7 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from ..api import Generator, Stream
-from ..errors import QuickdraftError
+from ..errors import ContextLengthError, QuickdraftError
 from .errors import ApiError, bearer_check, http_error, server_error, validation_error
 from .guard import Guard, HostPolicy, cors
 from .metrics import CountResponses, Metrics
@@ -250,9 +250,16 @@ class Service:
             options = replace(decode_options(req, default_max_tokens=default_max), chat=None if chat else False)
             start = functools.partial(self.generator.stream, prompt, options, prediction=prediction)
             stream = await asyncio.get_running_loop().run_in_executor(self.prepare, start)
+        except ContextLengthError as e:  # in OpenAI's words, with its code: clients trim their history on it
+            where = "messages" if chat else "prompt"
+            raise ApiError(400, f"This model's maximum context length is {e.context} tokens. However, your {where} "
+                           f"resulted in {e.prompt_tokens} tokens. Please reduce the length of the {where}.",
+                           param=where, code="context_length_exceeded") from None
         except QuickdraftError as e:  # everything Generator.stream checks, before any model work
             raise ApiError(400, str(e)) from None
         asked = req.max_completion_tokens if chat and req.max_completion_tokens is not None else req.max_tokens
+        if asked is None and not chat:  # completions' default counts against the context, as OpenAI's does
+            asked = COMPLETIONS_DEFAULT_MAX_TOKENS
         if asked is not None and len(stream.prompt_ids) + asked > context:
             param = "max_completion_tokens" if chat and req.max_completion_tokens is not None else "max_tokens"
             where = "messages" if chat else "prompt"
