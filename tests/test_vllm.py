@@ -139,6 +139,8 @@ def test_cli_refuses_engine_only_options_before_any_work(capsys):
     assert "--max-queue apply to quickdraft's own engine" in capsys.readouterr().err
     assert cli.main(["serve", "--engine", "vllm", "--cors-origin", "https://a.example", "--header-timeout", "2"]) == 2
     assert "--header-timeout, --cors-origin apply to quickdraft's own engine" in capsys.readouterr().err
+    assert cli.main(["serve", "--engine", "vllm", "--log-level", "debug", "--no-playground"]) == 2
+    assert "--log-level, --no-playground apply to quickdraft's own engine" in capsys.readouterr().err
     assert cli.main(["serve", "--engine", "vllm", "--max-body-bytes", "10"]) == 2
     assert "--max-body-bytes must be an integer >= 1024; got 10" in capsys.readouterr().err
 

@@ -261,7 +261,8 @@ def _serve_vllm(args: argparse.Namespace) -> int:
         ("--request-timeout", args.request_timeout, 600.0), ("--header-timeout", args.header_timeout, 10.0),
         ("--body-timeout", args.body_timeout, 30.0), ("--keep-alive-timeout", args.keep_alive_timeout, 5.0),
         ("--max-connections", args.max_connections, 256), ("--allowed-hosts", args.allowed_hosts, None),
-        ("--cors-origin", args.cors_origin, None)) if value != default]
+        ("--cors-origin", args.cors_origin, None), ("--log-level", args.log_level, "info"),
+        ("--no-playground", args.no_playground, False)) if value != default]
     dtype = {"auto": (), "bf16": ("--dtype", "bfloat16"), "fp32": ("--dtype", "float32")}[args.dtype]
     if engine_only:
         raise QuickdraftError(f"{', '.join(engine_only)} apply to quickdraft's own engine, not to --engine vllm "
