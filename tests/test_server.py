@@ -451,7 +451,7 @@ BAD = [
      "quickdraft.ouroboros.min_confidence", "less than 1"),
     (CHAT, _with(OK_CHAT, quickdraft={"drafter": "none", "lookup": {"num_tokens": 3}}), 400, None,
      "lookup settings were given, but this request drafts with 'none'"),
-    (CHAT, _with(OK_CHAT, quickdraft={"draft_length": 4}), 400, None, "draft settings were given"),
+    (CHAT, _with(OK_CHAT, quickdraft={"draft_length": 4}), 400, None, "the server's draft_length) were given"),
     (CHAT, _with(OK_CHAT, quickdraft={"policy": "openai"}), 400, None, "applies to a prediction"),
     (COMPLETIONS, _with(OK_COMPLETION, prompt=...), 400, "prompt", "Missing required parameter"),
     (COMPLETIONS, _with(OK_COMPLETION, prompt=["a", "b"]), 400, "prompt", "batch of 2 prompts"),

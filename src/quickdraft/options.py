@@ -256,10 +256,11 @@ class DecodeOptions:
         used = {"lookup": drafter in ("lookup", "prediction+lookup"), "draft": drafter == "draft-model",
                 "ouroboros": drafter == "ouroboros"}
         defaults = {"lookup": LookupConfig(), "draft": DraftModelConfig(), "ouroboros": OuroborosConfig()}
+        words = {"draft": "draft settings (the draft model's: draft, --draft-length, the server's draft_length)"}
         for name, default in defaults.items():
             if getattr(self, name) != default and not used[name]:
-                raise QuickdraftError(f"{name} settings were given, but this request drafts with {drafter!r}, which "
-                                      "does not use them")
+                raise QuickdraftError(f"{words.get(name, name + ' settings')} were given, but this request drafts with "
+                                      f"{drafter!r}, which does not use them")
         if self.pool_scope and drafter != "ouroboros":
             raise QuickdraftError(f"pool_scope {self.pool_scope!r} names an Ouroboros phrase pool, but this request "
                                   f"drafts with {drafter!r}, which keeps none")
