@@ -17,7 +17,8 @@ When to run: in a session that has a lent GPU (docs/gpu.md), first thing; with -
    longest prompt, attention's values summed in blocks, in one product or in one batched product: invariance and time
    (value_blocks); where Linears run in row blocks, a product per block or one batched product: invariance and pass
    costs (block_forms);
-   a one-token step eager and replayed from a CUDA graph: the launch-free ceiling (graph_ceiling);
+   a one-token step eager and replayed from a CUDA graph: the launch-free ceiling (graph_ceiling); whether torch's
+   softmax and the runner's give a row the same bits at a one-token and a verify pass's width (softmax_widths);
 5. exactness at the real shapes with nothing scripted: each tool's drafted output against its own plain greedy
    output on the random weights (unscripted);
 (the experiments of step 4 start only in the first half of --deadline-s)
@@ -516,6 +517,25 @@ def block_forms(g, r: dict, sizes: Sequence[int] = (1, 8, 32, 33, 65, 129), repe
     return lines + [""]
 
 
+def softmax_widths(device: str) -> list[str]:
+    """Whether torch's own softmax, and the runner's (attention.softmax_rows), give a row the same bits at two widths
+    of masked keys past it: a one-token step's and a verify pass's, around the lengths where torch's CUDA softmax
+    changes kernel. Rows that differ, of 896 (2 KV heads x 7 query heads x 64 rows of a pass), in bf16."""
+    from ..runners import attention
+
+    g = torch.Generator().manual_seed(0)
+    lines = [f"## Softmax: rows whose weights change with the masked keys after them (896 rows; runner's: "
+             f"{attention.softmax_in_use(torch.device(device))})", "",
+             "| keys | widths | torch's softmax | the runner's |", "|---|---|---|---|"]
+    for keys, a, b in ((1000, 1024, 1088), (1990, 2048, 2112), (9150, 9216, 9280), (24400, 24448, 24576)):
+        scores = (torch.randn(896, keys, generator=g) * 3).to(torch.bfloat16).to(device)  # peaked, as trained attention
+        at = [torch.nn.functional.pad(scores, (0, w - keys), value=float("-inf")) for w in (a, b)]
+        torch_rows = int((torch.softmax(at[0], -1)[:, :keys] != torch.softmax(at[1], -1)[:, :keys]).any(-1).sum())
+        ours = [attention.softmax_rows(x, torch.bfloat16)[:, :keys] for x in at]
+        lines.append(f"| {keys} | {a} / {b} | {torch_rows} | {int((ours[0] != ours[1]).any(-1).sum())} |")
+    return lines + [""]
+
+
 def graph_ceiling(g, r: dict, replays: int = 50) -> list[str]:
     """How fast a one-token step could be without its launches: the lean pass of one token at a fixed position after
     the request's prompt, run eagerly and captured once in a CUDA graph and replayed (each replay writes the same
@@ -672,7 +692,8 @@ def run(files: Path, device: str, out: Path, rounds: int, skip_tests: bool, dead
     save()
     # the next changes' questions: each reported, none fatal
     longest = max(recorded["requests"], key=lambda r: len(r["prompt_ids"]))
-    experiments = [("graph capture", lambda: graph_ceiling(g, recorded["requests"][0]))]
+    experiments = [("softmax widths", lambda: softmax_widths(device)),
+                   ("graph capture", lambda: graph_ceiling(g, recorded["requests"][0]))]
     if g.runner.row_block:
         experiments.append(("row blocks", lambda: block_forms(g, recorded["requests"][0])))
     if len(longest["prompt_ids"]) > 2 * attention.VALUE_BLOCK:
