@@ -402,9 +402,11 @@ def test_head_to_head_pairs_each_method_with_its_rivals_task_by_task(smoke_run):
     assert f"| {w} | lookup | hf-prompt-lookup | 1.25x | 1/1 |" in text  # same output in 4 s against 5 s
     assert f"| {w} | draft-model | hf-assisted | 0.50x | 0/1 |" in text
     assert f"| {w} | plain | hf-plain | 1.00x | 0/1 |" in text
-    # the same tokens from both tools on this task (the tiny model in float32: transformers' plain decoding is
-    # quickdraft's here); a column, not a verdict
-    assert next(x for x in text.splitlines() if x.startswith(f"| {w} | plain | hf-plain |")).endswith("| 1/1 |")
+    # whether both tools wrote the same tokens on this task: a column, not a verdict (transformers runs its own
+    # layers and attention, so in bf16 its greedy output may differ from quickdraft's)
+    tokens = {r["method"]: r["output_tokens"] for r in rows if r["method"] in ("plain", "hf-plain")}
+    same = "1/1" if tokens["plain"] == tokens["hf-plain"] else "0/1"
+    assert next(x for x in text.splitlines() if x.startswith(f"| {w} | plain | hf-plain |")).endswith(f"| {same} |")
     assert "llamacpp" not in text  # no llama.cpp rows among these: no pair, no line
 
 

@@ -161,3 +161,65 @@ def test_a_packed_model_changes_dtype_as_a_model_does():
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
         back = packed.to(torch.bfloat16)(ids).logits
     assert back.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("arch", ["qwen2-bf16", "llama-fp32", "llama-bf16-fixed", "qwen2-onednn"])
+def test_as_transformers_loads_it_is_the_stock_model_inside_and_the_runners_after(arch):
+    """The bench's transformers baselines (bench/engines.run_transformers): inside, every Linear is torch's own on the
+    same weights and the attention transformers' default, so the logits are a stock model's bit for bit; after, the
+    layers are the very objects the runner had and compute the bits they computed before."""
+    from quickdraft.runners.kernels import FixedRows, RowPadded, as_transformers_loads_it
+
+    stock = tiny_model(arch.partition("-")[0])
+    model = tiny_model(arch)
+    if "bf16" in arch:
+        stock = stock.to(torch.bfloat16)
+    layers = {name: m for name, m in model.named_modules()}
+    wrapped = [m for m in layers.values() if isinstance(m, (FixedRows, RowPadded, PackedLinear))]
+    assert wrapped, "nothing of the runner's in this model: the test would show nothing"
+    attention = model.config._attn_implementation
+    ids = torch.tensor([[5, 17, 33, 2, 71, 5, 17]])
+    with torch.inference_mode():
+        before = model(ids).logits
+        with as_transformers_loads_it(model):
+            assert not any(isinstance(m, (FixedRows, RowPadded, PackedLinear)) for m in model.modules())
+            assert model.config._attn_implementation == stock.config._attn_implementation
+            assert torch.equal(model(ids).logits, stock(ids).logits)
+        after = model(ids).logits
+    assert model.config._attn_implementation == attention
+    assert all(a is b for a, b in zip((m for _, m in model.named_modules()), layers.values()))
+    assert [name for name, _ in model.named_modules()] == list(layers)
+    assert torch.equal(after, before)
+
+
+@needs_onednn
+def test_as_transformers_loads_it_restores_the_runners_layers_after_an_error():
+    from quickdraft.runners.kernels import as_transformers_loads_it
+
+    model = tiny_model("qwen2-fp32")
+    ids = torch.tensor([[3, 1, 4, 1, 5]])
+    with torch.inference_mode():
+        before = model(ids).logits
+        with pytest.raises(RuntimeError, match="mid-run"):
+            with as_transformers_loads_it(model):
+                raise RuntimeError("mid-run")
+        assert torch.equal(model(ids).logits, before)
+    assert all(m.weight is not None for m in model.modules() if isinstance(m, PackedLinear))
+
+
+def test_as_transformers_loads_it_ties_the_output_layer_to_the_embedding():
+    """A tied output layer gets its own packed copy at load (use_kernels); unpacked it is the embedding again, as in
+    the model transformers loads, not a second dense copy."""
+    from quickdraft.runners.kernels import as_transformers_loads_it
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)).eval()
+    if not packable(model.dtype):
+        pytest.skip("torch built without oneDNN")
+    use_kernels(model, "onednn")
+    assert isinstance(model.lm_head, PackedLinear)
+    with as_transformers_loads_it(model):
+        assert model.lm_head.weight is model.get_input_embeddings().weight
+    assert isinstance(model.lm_head, PackedLinear)

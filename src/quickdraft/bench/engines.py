@@ -6,12 +6,14 @@ Each runs one turn of one task and returns a Turn; the harness (harness.py) time
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..options import DecodeOptions
+from ..runners.kernels import as_transformers_loads_it
 from .llamacpp_stock import stock_llama
 from .methods import Method
 
@@ -63,22 +65,26 @@ def run_transformers(session: Any, method: Method, messages, prediction, seed: i
     greedy = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens or session.config.max_new_tokens,
                               eos_token_id=eos or None, pad_token_id=eos[0] if eos else 0,
                               prompt_lookup_num_tokens=options.get("prompt_lookup_num_tokens"))
-    target, drafts = _ForwardCounter(model), _ForwardCounter(assistant) if assistant is not None else None
-    saved = assistant.generation_config.to_dict() if assistant is not None else None
-    x = torch.tensor([ids], device=model.device)
-    t0 = time.perf_counter()
-    try:
-        with torch.inference_mode():
-            y = model.generate(x, attention_mask=torch.ones_like(x), generation_config=greedy, assistant_model=assistant)
-    finally:
-        target.remove()
-        if drafts is not None:
-            drafts.remove()
-        if assistant is not None:  # transformers adapts num_assistant_tokens in place: undo it per run
-            assistant.generation_config = GenerationConfig.from_dict(saved)
-    if x.device.type == "cuda":
-        torch.cuda.synchronize()  # generate() may return before the GPU has finished
-    total = time.perf_counter() - t0
+    with contextlib.ExitStack() as stock:  # transformers' own layers and attention, entered and left untimed
+        for m in (model, assistant):
+            if m is not None:
+                stock.enter_context(as_transformers_loads_it(m))
+        target, drafts = _ForwardCounter(model), _ForwardCounter(assistant) if assistant is not None else None
+        saved = assistant.generation_config.to_dict() if assistant is not None else None
+        x = torch.tensor([ids], device=model.device)
+        t0 = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                y = model.generate(x, attention_mask=torch.ones_like(x), generation_config=greedy, assistant_model=assistant)
+        finally:
+            target.remove()
+            if drafts is not None:
+                drafts.remove()
+            if assistant is not None:  # transformers adapts num_assistant_tokens in place: undo it per run
+                assistant.generation_config = GenerationConfig.from_dict(saved)
+        if x.device.type == "cuda":
+            torch.cuda.synchronize()  # generate() may return before the GPU has finished
+        total = time.perf_counter() - t0
     raw = y[0, len(ids):].tolist()
     tokens = list(raw)
     finish = "length"

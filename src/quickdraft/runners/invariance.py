@@ -116,13 +116,7 @@ def choose(layer: torch.nn.Module, in_features: int, alternative: Make | None) -
 
 def unpacked(layer: torch.nn.Module) -> torch.nn.Linear | None:
     """torch's own Linear over a packed layer's weight (the alternative pad_where_needed tries); None for others."""
-    if not isinstance(layer, PackedLinear):
-        return None
-    linear = torch.nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta")
-    linear.weight = torch.nn.Parameter(layer.weight.to_dense(), requires_grad=False)  # [out, in]
-    if layer.bias is not None:
-        linear.bias = torch.nn.Parameter(layer.bias, requires_grad=False)  # [out]
-    return linear
+    return layer.to_linear() if isinstance(layer, PackedLinear) else None
 
 
 def pad_where_needed(model: torch.nn.Module, alternative: Make | None = unpacked,

@@ -81,6 +81,14 @@ class PackedLinear(torch.nn.Module):
         self.bias = None if self.bias is None else fn(self.bias)
         return self
 
+    def to_linear(self) -> torch.nn.Linear:
+        """torch's own Linear over this layer's weight (dense again, its own copy) and bias."""
+        linear = torch.nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")
+        linear.weight = torch.nn.Parameter(self.weight.to_dense(), requires_grad=False)  # [out, in]
+        if self.bias is not None:
+            linear.bias = torch.nn.Parameter(self.bias, requires_grad=False)  # [out]
+        return linear
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
         rows = x.reshape(-1, self.in_features).contiguous()  # [rows, in]
         out = torch.ops.mkldnn._linear_pointwise(rows, self.weight, self.bias, "none", [], "")  # [rows, out]
@@ -205,6 +213,42 @@ def one_product(model: torch.nn.Module) -> Iterator[None]:
     finally:
         for layer in layers:
             layer.in_blocks = True
+
+
+@contextmanager
+def as_transformers_loads_it(model: PreTrainedModel) -> Iterator[None]:
+    """Inside, the model computes as transformers loads it, for a baseline of transformers' own generate() on the same
+    weights (bench/engines.py): every Linear torch's own (FixedRows and RowPadded unwrapped, a PackedLinear's weight
+    dense again), transformers' default attention instead of the runner's. After, also after an error, every layer
+    and the attention are the runner's again, computing the same bits.
+
+    A packed weight is dropped while its dense copy is in use and packed again after (seconds for a 0.5B model), so
+    that memory is a stock model's; a tied output layer takes the input embedding's weight, as transformers ties it."""
+    tied = getattr(model.config.get_text_config(decoder=True), "tie_word_embeddings", False)
+    embedding, output = model.get_input_embeddings(), model.get_output_embeddings()
+    # (parent, name, the runner's layer, the Linear inside it): every layer the runner put in transformers' place
+    layers = [(parent, name, child, child.linear if isinstance(child, (FixedRows, RowPadded)) else child)
+              for parent in list(model.modules()) if not isinstance(parent, _Wrapped)
+              for name, child in list(parent.named_children()) if isinstance(child, (FixedRows, RowPadded, PackedLinear))]
+    dense: dict[int, torch.Tensor] = {}  # id(packed layer) -> its weight while it is unpacked
+    attention = model.config._attn_implementation
+    try:
+        for parent, name, child, inner in layers:
+            plain = inner
+            if isinstance(inner, PackedLinear):  # one layer at a time: a dense copy and a packed one never add up
+                plain = inner.to_linear()
+                if tied and output in (child, inner) and plain.weight.shape == embedding.weight.shape:
+                    plain.weight = embedding.weight
+                dense[id(inner)], inner.weight = plain.weight, None
+            setattr(parent, name, plain)
+        model.set_attn_implementation(None)  # transformers' default for the model (sdpa where it has it)
+        yield
+    finally:
+        model.set_attn_implementation(attention)
+        for parent, name, child, inner in layers:
+            if id(inner) in dense:
+                inner.weight = torch.ops.mkldnn._reorder_linear_weight(dense.pop(id(inner)).detach(), PACK_ROWS)
+            setattr(parent, name, child)
 
 
 def linear_layers(model: torch.nn.Module) -> list[tuple[torch.nn.Module, str, torch.nn.Module]]:
