@@ -698,3 +698,46 @@ def test_the_report_names_the_runners_kernels_precision_invariance_and_row_block
     assert "blocks" not in report._kernels({**amx, "row_block": None})
     assert report._kernels({}) == "Linear kernels torch, dtype fp32, "
     assert report._kernels({"kernels": None}) == ""  # a llama.cpp target
+
+
+def test_transformers_baseline_is_stock_transformers(bench_model, tmp_path):
+    """hf-plain runs transformers' own generate() as transformers loads the weights (its Linear layers and default
+    attention, not the runner's packed or padded ones and its attention): its tokens are those of a stock load's
+    generate(), and the runner's model is the runner's again after."""
+    import quickdraft
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from quickdraft.bench.config import BenchConfig
+    from quickdraft.bench.engines import run_transformers
+    from quickdraft.bench.session import Session
+    from quickdraft.runners.kernels import FixedRows, PackedLinear, RowPadded
+
+    gen = quickdraft.load(str(bench_model), progress=False)
+    config = BenchConfig(model=str(bench_model), workloads=("refactor",), methods=("hf-plain",), out=tmp_path,
+                         data=tmp_path, max_new_tokens=24)
+    session = Session(gen, config)
+    model = gen.runner.model
+    layers = [type(m) for m in model.modules()]
+    attention = model.config._attn_implementation
+    messages = [{"role": "user", "content": "def parse(line):\n    return line.split(',')\n"}]
+    seen = []  # per forward call of generate(): the attention, and the runner's layers in the model
+    ours = (FixedRows, RowPadded, PackedLinear)
+    hook = model.register_forward_pre_hook(lambda m, _: seen.append(
+        (m.config._attn_implementation, sum(isinstance(x, ours) for x in m.modules()))))
+    with one_thread():
+        try:
+            turn = run_transformers(session, methods.METHODS["hf-plain"], messages, None, 0)
+        finally:
+            hook.remove()
+        stock = AutoModelForCausalLM.from_pretrained(bench_model, dtype=model.dtype).eval()
+        ids = torch.tensor([session.prompt_ids(messages)])
+        eos = sorted(gen.tokenizer.eos_token_ids)
+        greedy = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=24, eos_token_id=eos,
+                                  pad_token_id=eos[0])
+        with torch.inference_mode():
+            want = stock.generate(ids, attention_mask=torch.ones_like(ids), generation_config=greedy)[0, ids.shape[1]:]
+    want = want.tolist()
+    want = want[: next((i for i, t in enumerate(want) if t in eos), len(want))]  # run_transformers drops the EOS
+    assert turn.tokens == want and turn.counts["target_passes"] >= len(want)
+    assert seen and set(seen) == {(stock.config._attn_implementation, 0)} != {(attention, 0)}
+    assert [type(m) for m in model.modules()] == layers and model.config._attn_implementation == attention

@@ -1,5 +1,6 @@
-"""The engines a benchmark method runs on, one function each: quickdraft's Generator, the same loaded
-transformers model's own generate() (plain, prompt lookup, assisted), and stock llama.cpp on the GGUF.
+"""The engines a benchmark method runs on, one function each: quickdraft's Generator, transformers'
+own generate() on the same weights as transformers loads them (plain, prompt lookup, assisted: torch's Linear layers
+and transformers' default attention in place of the runner's while it runs), and stock llama.cpp on the GGUF.
 
 Each runs one turn of one task and returns a Turn; the harness (harness.py) times, compares and records.
 """

@@ -1,7 +1,8 @@
 """The methods a benchmark compares: one frozen dataclass each, saying what runs and what it needs.
 
-engine     who generates: "quickdraft" (Generator.generate), "transformers" (the same loaded
-           transformers model's own generate()), "llama.cpp" (llama-cpp-python on the model's GGUF).
+engine     who generates: "quickdraft" (Generator.generate), "transformers" (transformers' own
+           generate() on the same weights, as transformers loads them: runners.kernels.as_transformers_loads_it),
+           "llama.cpp" (llama-cpp-python on the model's GGUF).
 baseline   the plain method of the same tool: speedups and the identity check are against it. Each tool
            is checked against its own plain decoding: quickdraft's methods against "plain",
            transformers' against "hf-plain" (the same weights, but transformers' own kernels and
