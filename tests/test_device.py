@@ -134,6 +134,23 @@ def test_the_runner_lives_on_its_device_and_hands_logits_to_the_cpu(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_the_benchs_transformers_baseline_runs_a_stock_model_on_the_device(device):
+    """bench/engines.run_transformers puts transformers' own layers in place (kernels.as_transformers_loads_it): on the
+    device, the model's logits are then a stock model's of the same weights there, and the runner's after."""
+    from quickdraft.runners.kernels import as_transformers_loads_it
+
+    model, stock = on_device(device), tiny_model("qwen2").to(device, torch.bfloat16)
+    ids = torch.tensor([PROMPT], device=device)
+    with torch.inference_mode():
+        before = model(ids).logits
+        with as_transformers_loads_it(model):
+            assert not any(isinstance(m, FixedRows) for m in model.modules())
+            assert torch.equal(model(ids).logits, stock(ids).logits)
+        assert torch.equal(model(ids).logits, before)
+    assert all(isinstance(parent, FixedRows) for parent, _, _ in linear_layers(model))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_passes_are_row_invariant_on_the_device(device):
     runner = runner_on(on_device(device))
     tokens = [(i * 7919 + 11) % runner.vocab_size for i in range(120)]
