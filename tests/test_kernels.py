@@ -207,6 +207,7 @@ def test_as_transformers_loads_it_restores_the_runners_layers_after_an_error():
     assert all(m.weight is not None for m in model.modules() if isinstance(m, PackedLinear))
 
 
+@needs_onednn
 def test_as_transformers_loads_it_ties_the_output_layer_to_the_embedding():
     """A tied output layer gets its own packed copy at load (use_kernels); unpacked it is the embedding again, as in
     the model transformers loads, not a second dense copy."""
@@ -216,8 +217,6 @@ def test_as_transformers_loads_it_ties_the_output_layer_to_the_embedding():
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                          num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)).eval()
-    if not packable(model.dtype):
-        pytest.skip("torch built without oneDNN")
     use_kernels(model, "onednn")
     assert isinstance(model.lm_head, PackedLinear)
     with as_transformers_loads_it(model):

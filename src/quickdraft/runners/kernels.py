@@ -81,10 +81,11 @@ class PackedLinear(torch.nn.Module):
         self.bias = None if self.bias is None else fn(self.bias)
         return self
 
-    def to_linear(self) -> torch.nn.Linear:
-        """torch's own Linear over this layer's weight (dense again, its own copy) and bias."""
+    def to_linear(self, weight: torch.nn.Parameter | None = None) -> torch.nn.Linear:
+        """torch's own Linear over this layer's weight (dense again, its own copy; or `weight`, the same numbers
+        already dense: a tied output layer's embedding) and bias."""
         linear = torch.nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")
-        linear.weight = torch.nn.Parameter(self.weight.to_dense(), requires_grad=False)  # [out, in]
+        linear.weight = weight if weight is not None else torch.nn.Parameter(self.weight.to_dense(), requires_grad=False)
         if self.bias is not None:
             linear.bias = torch.nn.Parameter(self.bias, requires_grad=False)  # [out]
         return linear
@@ -230,24 +231,21 @@ def as_transformers_loads_it(model: PreTrainedModel) -> Iterator[None]:
     layers = [(parent, name, child, child.linear if isinstance(child, (FixedRows, RowPadded)) else child)
               for parent in list(model.modules()) if not isinstance(parent, _Wrapped)
               for name, child in list(parent.named_children()) if isinstance(child, (FixedRows, RowPadded, PackedLinear))]
-    dense: dict[int, torch.Tensor] = {}  # id(packed layer) -> its weight while it is unpacked
     attention = model.config._attn_implementation
     try:
         for parent, name, child, inner in layers:
-            plain = inner
             if isinstance(inner, PackedLinear):  # one layer at a time: a dense copy and a packed one never add up
-                plain = inner.to_linear()
-                if tied and output in (child, inner) and plain.weight.shape == embedding.weight.shape:
-                    plain.weight = embedding.weight
-                dense[id(inner)], inner.weight = plain.weight, None
-            setattr(parent, name, plain)
+                setattr(parent, name, inner.to_linear(embedding.weight if tied and output in (child, inner) else None))
+                inner.weight = None  # packed again on the way out, from the dense weight in its place
+            else:
+                setattr(parent, name, inner)
         model.set_attn_implementation(None)  # transformers' default for the model (sdpa where it has it)
         yield
     finally:
         model.set_attn_implementation(attention)
         for parent, name, child, inner in layers:
-            if id(inner) in dense:
-                inner.weight = torch.ops.mkldnn._reorder_linear_weight(dense.pop(id(inner)).detach(), PACK_ROWS)
+            if isinstance(inner, PackedLinear) and inner.weight is None:
+                inner.weight = torch.ops.mkldnn._reorder_linear_weight(getattr(parent, name).weight.detach(), PACK_ROWS)
             setattr(parent, name, child)
 
 
