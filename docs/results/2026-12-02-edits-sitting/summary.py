@@ -24,7 +24,8 @@ def _earlier():  # the 2026-11-29 sitting's summary.py: the same rows reader and
     return module
 
 
-rows, ratios = _earlier().rows, _earlier().ratios
+_EARLIER = _earlier()
+rows, ratios = _EARLIER.rows, _EARLIER.ratios
 
 
 def table() -> dict:
